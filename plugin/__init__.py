@@ -1,0 +1,1 @@
+"""Evidence-bound incident diagnosis: harness, CLI and Slack Bolt plugin."""

@@ -1,0 +1,37 @@
+"""Evidence adapters: the three tools the diagnosis agent may call, behind one protocol."""
+
+from tools.base import (
+    AdapterCall,
+    AdapterErrorCode,
+    AdapterResult,
+    EvidenceAdapter,
+    Failed,
+    Ready,
+    ToolName,
+)
+from tools.schemas import (
+    KnowledgeInput,
+    KnowledgeItem,
+    LogItem,
+    LogLevel,
+    LogsInput,
+    MysqlInput,
+    MysqlRow,
+)
+
+__all__ = [
+    "AdapterCall",
+    "AdapterErrorCode",
+    "AdapterResult",
+    "EvidenceAdapter",
+    "Failed",
+    "KnowledgeInput",
+    "KnowledgeItem",
+    "LogItem",
+    "LogLevel",
+    "LogsInput",
+    "MysqlInput",
+    "MysqlRow",
+    "Ready",
+    "ToolName",
+]

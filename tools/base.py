@@ -1,0 +1,84 @@
+"""The adapter protocol every evidence tool implements.
+
+The harness owns the envelope, the ledger and the observation format; an adapter sees only
+``AdapterCall(tool_call_id, run_id, input)`` — the exact framework tool call id, the run it
+belongs to and the unwrapped, already validated business input — and answers with either
+``Ready`` (whitelisted, bounded item models) or ``Failed`` (a stable error code). Adapters never
+return raw backend text; any exception they let escape is mapped by the harness to ``INTERNAL``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Generic, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+
+class ToolName(StrEnum):
+    """The three tool names offered to the model (CONTRACTS §3)."""
+
+    LOOKUP_KNOWLEDGE = "lookup_knowledge"
+    QUERY_LOGS = "query_logs"
+    QUERY_MYSQL = "query_mysql"
+
+
+class AdapterErrorCode(StrEnum):
+    """Stable error codes an adapter may report (CONTRACTS §4, ``ERROR``)."""
+
+    TIMEOUT = "TIMEOUT"
+    UNAVAILABLE = "UNAVAILABLE"
+    INVALID_INPUT = "INVALID_INPUT"
+    FORBIDDEN_QUERY = "FORBIDDEN_QUERY"
+    NOT_CONFIGURED = "NOT_CONFIGURED"
+    INTERNAL = "INTERNAL"
+
+
+InputT = TypeVar("InputT", bound=BaseModel)
+InputT_contra = TypeVar("InputT_contra", bound=BaseModel, contravariant=True)
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterCall(Generic[InputT]):
+    """What an adapter receives: the framework tool call id, the run id and the business input."""
+
+    tool_call_id: str
+    run_id: str
+    input: InputT
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """The adapter ran. ``items`` are whitelist projections; ``truncated`` if more matched."""
+
+    items: Sequence[BaseModel]
+    truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The adapter could not produce evidence; only the stable code travels on."""
+
+    code: AdapterErrorCode
+
+
+AdapterResult = Ready | Failed
+
+
+class EvidenceAdapter(Protocol[InputT_contra]):
+    """One evidence backend. Implementations must be safe to call concurrently."""
+
+    @property
+    def tool(self) -> ToolName:
+        """Which of the three tools this adapter serves."""
+        ...
+
+    async def invoke(self, call: AdapterCall[InputT_contra]) -> AdapterResult:
+        """Run one bounded query; never raise for expected backend failures."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release pools and clients (called once on shutdown)."""
+        ...

@@ -1,0 +1,151 @@
+"""Typed business inputs of the three tools and their whitelisted observation items.
+
+Inputs are what the model sends inside the Envelope's ``input`` (CONTRACTS §3); unknown fields
+are rejected. Each input knows its canonical form (for duplicate detection) and a short scope
+label (for progress and Slack). Items are the only shapes an observation may carry.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, timedelta
+from enum import StrEnum
+from typing import Annotated, Self
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+_WS = re.compile(r"\s+")
+
+JsonScalar = str | int | float | bool | None
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    def canonical(self) -> str:
+        """A stable text such that equivalent requests compare equal."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+
+    def scope(self) -> str:
+        """A short human label of what this request looks at."""
+        raise NotImplementedError
+
+
+class KnowledgeInput(_Input):
+    """Search the runbooks."""
+
+    query: Annotated[str, Field(min_length=1, max_length=500, description="what to look up")]
+    top_k: Annotated[int, Field(ge=1, le=5, description="how many sections")] = 3
+
+    @model_validator(mode="after")
+    def _not_blank(self) -> Self:
+        if not self.query.strip():
+            raise ValueError("query must not be blank")
+        return self
+
+    def canonical(self) -> str:
+        text = _WS.sub(" ", self.query).strip().casefold()
+        return json.dumps({"query": text, "top_k": self.top_k}, ensure_ascii=False)
+
+    def scope(self) -> str:
+        return f"“{_WS.sub(' ', self.query).strip()[:60]}” top {self.top_k}"
+
+
+class LogLevel(StrEnum):
+    """Log levels a query may filter on."""
+
+    ERROR = "ERROR"
+    WARN = "WARN"
+    INFO = "INFO"
+    DEBUG = "DEBUG"
+
+
+MAX_LOG_WINDOW = timedelta(hours=24)
+
+
+class LogsInput(_Input):
+    """Search one service's logs in a bounded time window."""
+
+    service: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$")]
+    start: Annotated[AwareDatetime, Field(description="RFC 3339 start, inclusive")]
+    end: Annotated[AwareDatetime, Field(description="RFC 3339 end, exclusive")]
+    contains: Annotated[str | None, Field(min_length=1, max_length=200)] = None
+    level: LogLevel | None = None
+    limit: Annotated[int, Field(ge=1, le=50)] = 20
+
+    @model_validator(mode="after")
+    def _window(self) -> Self:
+        if self.start >= self.end:
+            raise ValueError("start must be before end")
+        if self.end - self.start > MAX_LOG_WINDOW:
+            raise ValueError("window must be at most 24 hours")
+        return self
+
+    def canonical(self) -> str:
+        return json.dumps(
+            {
+                "service": self.service,
+                "start": self.start.astimezone(UTC).isoformat(),
+                "end": self.end.astimezone(UTC).isoformat(),
+                "contains": self.contains,
+                "level": self.level,
+                "limit": self.limit,
+            },
+            ensure_ascii=False,
+        )
+
+    def scope(self) -> str:
+        parts = [self.service]
+        if self.level is not None:
+            parts.append(self.level.value)
+        if self.contains is not None:
+            parts.append(f"“{self.contains[:40]}”")
+        start, end = self.start.astimezone(UTC), self.end.astimezone(UTC)
+        parts.append(f"{start:%H:%M}–{end:%H:%M} UTC")
+        return " · ".join(parts)
+
+
+class MysqlInput(_Input):
+    """One read-only SELECT against the business database."""
+
+    sql: Annotated[str, Field(min_length=1, max_length=4000, description="one SELECT statement")]
+    purpose: Annotated[str, Field(min_length=1, max_length=200, description="why this query")]
+
+    def canonical(self) -> str:
+        # Equivalence is about the statement, not the stated purpose.
+        from tools.sql_canonical import canonical_sql
+
+        return canonical_sql(self.sql)
+
+    def scope(self) -> str:
+        return _WS.sub(" ", self.purpose).strip()[:80]
+
+
+class _Item(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KnowledgeItem(_Item):
+    """One runbook section."""
+
+    title: str
+    heading: str
+    path: str
+    score: float
+    snippet: str
+
+
+class LogItem(_Item):
+    """One log line."""
+
+    ts: str
+    service: str
+    level: str
+    message: str
+
+
+class MysqlRow(_Item):
+    """One result row: column name to a bounded, masked cell."""
+
+    cells: dict[str, JsonScalar]
