@@ -55,9 +55,7 @@ class Settings(BaseSettings):
         default=4096, ge=256, validation_alias="DIAG_MAX_OBSERVATION_BYTES"
     )
     max_draft_bytes: int = Field(default=16384, ge=1, validation_alias="DIAG_MAX_DRAFT_BYTES")
-    run_capacity_bytes: int = Field(
-        default=65536, ge=1, validation_alias="DIAG_RUN_CAPACITY_BYTES"
-    )
+    run_capacity_bytes: int = Field(default=65536, ge=1, validation_alias="DIAG_RUN_CAPACITY_BYTES")
 
     knowledge_dir: Path = Field(default=BUNDLED_KNOWLEDGE, validation_alias="DIAG_KNOWLEDGE_DIR")
     logs_source: str = Field(default=str(BUNDLED_LOGS), validation_alias="DIAG_LOGS_SOURCE")

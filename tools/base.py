@@ -37,7 +37,6 @@ class AdapterErrorCode(StrEnum):
 
 
 InputT = TypeVar("InputT", bound=BaseModel)
-InputT_contra = TypeVar("InputT_contra", bound=BaseModel, contravariant=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +66,7 @@ class Failed:
 AdapterResult = Ready | Failed
 
 
-class EvidenceAdapter(Protocol[InputT_contra]):
+class EvidenceAdapter(Protocol[InputT]):
     """One evidence backend. Implementations must be safe to call concurrently."""
 
     @property
@@ -75,7 +74,7 @@ class EvidenceAdapter(Protocol[InputT_contra]):
         """Which of the three tools this adapter serves."""
         ...
 
-    async def invoke(self, call: AdapterCall[InputT_contra]) -> AdapterResult:
+    async def invoke(self, call: AdapterCall[InputT]) -> AdapterResult:
         """Run one bounded query; never raise for expected backend failures."""
         ...
 

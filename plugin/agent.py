@@ -1,0 +1,118 @@
+"""The one FunctionAgent of a run, its three tool definitions, and the ``call_tool`` override.
+
+The agent is LlamaIndex's own ``FunctionAgent`` loop (no planner, no second agent, no
+``output_cls``). Only ``call_tool`` is re-declared: every tool request goes to the run's
+``ToolInterceptor`` with the RAW argument text taken from the assistant message's
+``ToolCallBlock``, and whether it is the first call of its round.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llama_index.core.agent.workflow import FunctionAgent, ToolCall, ToolCallResult
+from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+from llama_index.core.llms import LLM
+from llama_index.core.tools import AsyncBaseTool, ToolMetadata, ToolOutput
+from llama_index.core.workflow import Context
+from llama_index.core.workflow.decorators import step
+from pydantic import PrivateAttr
+
+from plugin.envelope import envelope_model
+from plugin.interceptor import INPUT_MODELS, ToolInterceptor
+from tools.base import ToolName
+
+__all__ = ["DiagnosisAgent", "build_agent", "tool_definitions"]
+
+_DESCRIPTIONS = {
+    ToolName.LOOKUP_KNOWLEDGE: "检索运维手册（runbook）中与问题相关的章节。",
+    ToolName.QUERY_LOGS: "检索某个服务在有界时间窗口（不超过 24 小时）内的日志，最新的在前。",
+    ToolName.QUERY_MYSQL: "在业务库上执行一条只读 SELECT 语句；必须说明 purpose。",
+}
+
+
+class EnvelopeTool(AsyncBaseTool):
+    """A tool definition offered to the model: name, description and Envelope schema.
+
+    It is only a definition: execution happens in ``DiagnosisAgent.call_tool`` through the
+    interceptor, so calling it directly is a programming error.
+    """
+
+    def __init__(self, tool: ToolName) -> None:
+        self._metadata = ToolMetadata(
+            name=tool.value,
+            description=_DESCRIPTIONS[tool],
+            fn_schema=envelope_model(INPUT_MODELS[tool]),
+        )
+
+    @property
+    def metadata(self) -> ToolMetadata:
+        return self._metadata
+
+    def call(self, input: Any) -> ToolOutput:
+        raise RuntimeError("diagnosis tools run only through the harness interceptor")
+
+    async def acall(self, input: Any) -> ToolOutput:
+        raise RuntimeError("diagnosis tools run only through the harness interceptor")
+
+
+def tool_definitions() -> list[EnvelopeTool]:
+    return [EnvelopeTool(tool) for tool in ToolName]
+
+
+class DiagnosisAgent(FunctionAgent):
+    """FunctionAgent whose tool step is the harness interceptor."""
+
+    _interceptor: ToolInterceptor | None = PrivateAttr(default=None)
+
+    def bind(self, interceptor: ToolInterceptor) -> DiagnosisAgent:
+        self._interceptor = interceptor
+        return self
+
+    @step(num_workers=1)
+    async def call_tool(self, ctx: Context, ev: ToolCall) -> ToolCallResult:
+        """Hand the request, with its raw arguments, to the interceptor."""
+        if self._interceptor is None:
+            raise RuntimeError("DiagnosisAgent used without an interceptor")
+        blocks = await self._round_tool_calls(ctx)
+        raw, first = _raw_arguments(blocks, ev)
+        text = await self._interceptor.handle(ev.tool_name, ev.tool_id, raw, first_in_round=first)
+        output = ToolOutput(
+            content=text, tool_name=ev.tool_name, raw_input={}, raw_output=None, is_error=False
+        )
+        return ToolCallResult(
+            tool_name=ev.tool_name,
+            tool_kwargs={},
+            tool_id=ev.tool_id,
+            tool_output=output,
+            return_direct=False,
+        )
+
+    async def _round_tool_calls(self, ctx: Context) -> list[ToolCallBlock]:
+        scratchpad: list[ChatMessage] = await ctx.store.get(self.scratchpad_key, default=[])
+        for message in reversed(scratchpad):
+            if message.role == "assistant":
+                return [b for b in message.blocks if isinstance(b, ToolCallBlock)]
+        return []
+
+
+def _raw_arguments(blocks: list[ToolCallBlock], ev: ToolCall) -> tuple[str | dict[str, Any], bool]:
+    """The raw argument text of this call and whether it is the round's first call."""
+    for index, block in enumerate(blocks):
+        if block.tool_call_id == ev.tool_id and block.tool_name == ev.tool_name:
+            return block.tool_kwargs, index == 0
+    # Not found in the round's message: never fall back to the framework's repaired dict.
+    return "", False
+
+
+def build_agent(llm: LLM, system_prompt: str, interceptor: ToolInterceptor) -> DiagnosisAgent:
+    agent = DiagnosisAgent(
+        name="diagnosis_agent",
+        description="Evidence-bound incident diagnosis",
+        tools=list(tool_definitions()),
+        llm=llm,
+        system_prompt=system_prompt,
+        streaming=False,
+        allow_parallel_tool_calls=True,
+    )
+    return agent.bind(interceptor)

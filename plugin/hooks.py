@@ -1,0 +1,85 @@
+"""Step hooks: observers injected per run (audit, Slack progress, tests).
+
+Hooks see the same RunContext (session_id, run_id) as the ledger. They are synchronous because
+the model-round callbacks of LlamaIndex are; a hook that needs IO schedules it itself. A failing
+hook is logged and never changes the run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from plugin.context import RunContext
+    from plugin.ledger import Invocation
+    from plugin.result import ExecutionResult
+    from tools.base import ToolName
+
+__all__ = ["HookSet", "ModelRound", "StepHook"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ModelRound:
+    """One model round as the harness saw it."""
+
+    index: int
+    started_ms: float
+    duration_ms: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    usage_reported: bool = True
+    tool_calls: int = 0
+    outcome: str = "IN_FLIGHT"
+
+
+class StepHook:
+    """Base observer; override what you need."""
+
+    def on_model_round(self, ctx: RunContext, model_round: ModelRound) -> None:
+        """A model round finished (or was blocked / failed)."""
+
+    def on_tool_started(self, ctx: RunContext, tool: ToolName, scope: str) -> None:
+        """The harness is about to run an adapter."""
+
+    def on_tool_invocation(self, ctx: RunContext, invocation: Invocation) -> None:
+        """A canonical invocation was recorded."""
+
+    def on_result(self, ctx: RunContext, result: ExecutionResult) -> None:
+        """The run ended."""
+
+
+class HookSet:
+    """Fans out to every hook, isolating their failures from the run."""
+
+    def __init__(self, hooks: Sequence[StepHook]) -> None:
+        self._hooks = tuple(hooks)
+
+    def model_round(self, ctx: RunContext, model_round: ModelRound) -> None:
+        for hook in self._hooks:
+            self._safe(hook.on_model_round, ctx, model_round)
+
+    def tool_started(self, ctx: RunContext, tool: ToolName, scope: str) -> None:
+        for hook in self._hooks:
+            self._safe(hook.on_tool_started, ctx, tool, scope)
+
+    def tool_invocation(self, ctx: RunContext, invocation: Invocation) -> None:
+        for hook in self._hooks:
+            self._safe(hook.on_tool_invocation, ctx, invocation)
+
+    def result(self, ctx: RunContext, result: ExecutionResult) -> None:
+        for hook in self._hooks:
+            self._safe(hook.on_result, ctx, result)
+
+    @staticmethod
+    def _safe(fn: object, *args: object) -> None:
+        try:
+            fn(*args)  # type: ignore[operator]
+        except Exception as exc:
+            _log.warning(
+                "step hook %s failed: %s", getattr(fn, "__qualname__", fn), type(exc).__name__
+            )

@@ -1,0 +1,102 @@
+"""The ToolBoundary: one canonical invocation per handled tool request, and the run's progress.
+
+The ledger is the single source of truth for what the run checked. Citations are verified
+against it, the ProgressSnapshot is built from it, the audit record copies it. Nothing outside
+it may claim a check happened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from plugin.envelope import Evaluation
+from tools.base import ToolName
+
+__all__ = ["Invocation", "InvocationLedger", "InvocationStatus"]
+
+
+class InvocationStatus(StrEnum):
+    """Lifecycle outcome of a canonical invocation."""
+
+    READY = "READY"
+    ERROR = "ERROR"
+    REJECTED = "REJECTED"
+
+
+@dataclass(slots=True)
+class Invocation:
+    """One handled tool request, with the exact framework tool call id."""
+
+    tool_call_id: str
+    run_id: str
+    tool: ToolName
+    status: InvocationStatus
+    business_input: dict[str, Any] | None = None
+    canonical: str | None = None
+    scope: str | None = None
+    code: str | None = None
+    item_count: int = 0
+    truncated: bool = False
+    evaluation: Evaluation | None = None
+    started_ms: float = 0.0
+    duration_ms: float = 0.0
+    observation_bytes: int = 0
+
+    def executed(self) -> bool:
+        """The adapter ran (READY or ERROR), so the request counts against the tool budget."""
+        return self.status is not InvocationStatus.REJECTED
+
+
+@dataclass(slots=True)
+class InvocationLedger:
+    """The invocations of one run, plus the evaluation state the interceptor enforces."""
+
+    run_id: str
+    _invocations: list[Invocation] = field(default_factory=list)
+    pending_evaluation: str | None = None
+    """The READY, non-empty call whose evaluation the next request must carry."""
+    no_gain_streak: int = 0
+    stop_required: bool = False
+
+    def __iter__(self) -> Iterator[Invocation]:
+        return iter(self._invocations)
+
+    def __len__(self) -> int:
+        return len(self._invocations)
+
+    def record(self, invocation: Invocation) -> None:
+        if invocation.run_id != self.run_id:
+            raise ValueError("an invocation must belong to the ledger's run")
+        self._invocations.append(invocation)
+
+    def find(self, tool_call_id: str) -> Invocation | None:
+        return next((i for i in self._invocations if i.tool_call_id == tool_call_id), None)
+
+    def ready_ids(self) -> frozenset[str]:
+        return frozenset(
+            i.tool_call_id for i in self._invocations if i.status is InvocationStatus.READY
+        )
+
+    def has_ready(self) -> bool:
+        return any(i.status is InvocationStatus.READY for i in self._invocations)
+
+    def already_executed(self, tool: ToolName, canonical: str) -> bool:
+        return any(
+            i.executed() and i.tool is tool and i.canonical == canonical for i in self._invocations
+        )
+
+    def apply_evaluation(self, tool_call_id: str, evaluation: Evaluation) -> None:
+        """Record the model's verdict on a call and update the NO_GAIN streak."""
+        invocation = self.find(tool_call_id)
+        if invocation is not None:
+            invocation.evaluation = evaluation
+        self.count(evaluation)
+
+    def count(self, evaluation: Evaluation) -> None:
+        if evaluation is Evaluation.GAINED:
+            self.no_gain_streak = 0
+        else:
+            self.no_gain_streak += 1

@@ -1,0 +1,163 @@
+"""The model client and the model-round gate.
+
+``DiagnosisLLM`` is LlamaIndex's OpenAI client with three changes: any model name works (the
+context window comes from settings), retries are off (``max_retries=0``: the SDK and a tenacity
+decorator would otherwise turn one round into several HTTP requests), and every request asks the
+server for ``parallel_tool_calls: false`` while keeping every call the server still returns, so
+that the extra ones can be answered with ``ONE_TOOL_PER_ROUND`` instead of vanishing.
+
+``ModelRoundGate`` is a callback handler on the LLM's own CallbackManager. Its
+``on_event_start`` runs before the HTTP request of every round: a failed check raises a typed
+``BudgetStop`` there, so the request never reaches the server. ``on_event_end`` records usage.
+(The instrumentation dispatcher swallows handler exceptions, so it could not enforce anything.)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+from llama_index.core.base.llms.types import ChatResponse, LLMMetadata
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.callbacks.base_handler import BaseCallbackHandler
+from llama_index.core.callbacks.schema import CBEventType, EventPayload
+from llama_index.llms.openai import OpenAI
+
+from plugin.context import RunContext
+from plugin.hooks import ModelRound
+
+__all__ = ["DiagnosisLLM", "ModelRoundGate", "build_llm"]
+
+# Without reported usage, tokens are estimated from bytes (about 4 bytes a token, rounded up).
+_BYTES_PER_TOKEN = 4
+
+
+class DiagnosisLLM(OpenAI):
+    """OpenAI-compatible chat model, no retries, one tool call a round requested."""
+
+    context_window: int = 128000
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(
+            context_window=self.context_window,
+            num_output=self.max_tokens or -1,
+            is_chat_model=True,
+            is_function_calling_model=True,
+            model_name=self.model,
+        )
+
+    def _prepare_chat_with_tools(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        prepared: dict[str, Any] = super()._prepare_chat_with_tools(*args, **kwargs)
+        if prepared.get("tools"):
+            prepared["parallel_tool_calls"] = False
+        return prepared
+
+
+class ModelRoundGate(BaseCallbackHandler):
+    """Checks the run's budgets before each model round and records usage after it."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        super().__init__(event_starts_to_ignore=[], event_ends_to_ignore=[])
+        self._ctx = ctx
+        self._open: dict[str, ModelRound] = {}
+
+    def on_event_start(
+        self,
+        event_type: CBEventType,
+        payload: dict[str, Any] | None = None,
+        event_id: str = "",
+        parent_id: str = "",
+        **kwargs: Any,
+    ) -> str:
+        if event_type is not CBEventType.LLM:
+            return event_id
+        ctx = self._ctx
+        ctx.check_before_model_call()
+        ctx.usage.model_calls += 1
+        model_round = ModelRound(index=ctx.usage.model_calls, started_ms=ctx.elapsed_ms())
+        ctx.rounds.append(model_round)
+        self._open[event_id] = model_round
+        return event_id
+
+    def on_event_end(
+        self,
+        event_type: CBEventType,
+        payload: dict[str, Any] | None = None,
+        event_id: str = "",
+        **kwargs: Any,
+    ) -> None:
+        if event_type is not CBEventType.LLM:
+            return
+        model_round = self._open.pop(event_id, None)
+        if model_round is None:
+            return
+        ctx = self._ctx
+        model_round.duration_ms = ctx.elapsed_ms() - model_round.started_ms
+        response = (payload or {}).get(EventPayload.RESPONSE)
+        if isinstance(response, ChatResponse):
+            self._record_usage(model_round, response, (payload or {}).get(EventPayload.MESSAGES))
+        else:
+            model_round.outcome = "ERROR"
+        ctx.hooks.model_round(ctx, model_round)
+        # A round whose reported usage overran the budget ends the run: nothing it asked runs.
+        ctx.budgets.check_tokens(ctx.usage)
+
+    def _record_usage(self, model_round: ModelRound, response: ChatResponse, messages: Any) -> None:
+        usage = self._ctx.usage
+        counts = response.additional_kwargs
+        prompt = counts.get("prompt_tokens")
+        completion = counts.get("completion_tokens")
+        if isinstance(prompt, int) and isinstance(completion, int):
+            model_round.prompt_tokens, model_round.completion_tokens = prompt, completion
+        else:
+            model_round.usage_reported = False
+            usage.usage_estimated = True
+            model_round.prompt_tokens = _estimate_tokens(messages)
+            model_round.completion_tokens = _estimate_tokens(response.message)
+        usage.prompt_tokens += model_round.prompt_tokens
+        usage.completion_tokens += model_round.completion_tokens
+        calls = [b for b in response.message.blocks if b.block_type == "tool_call"]
+        model_round.tool_calls = len(calls)
+        model_round.outcome = "TOOL_CALLS" if calls else "FINAL"
+
+    def start_trace(self, trace_id: str | None = None) -> None:
+        return None
+
+    def end_trace(
+        self, trace_id: str | None = None, trace_map: dict[str, list[str]] | None = None
+    ) -> None:
+        return None
+
+
+def _estimate_tokens(value: Any) -> int:
+    try:
+        text = json.dumps(value, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = str(value)
+    return -(-len(text.encode("utf-8")) // _BYTES_PER_TOKEN)
+
+
+def build_llm(
+    ctx: RunContext,
+    *,
+    model: str,
+    api_base: str | None,
+    api_key: str | None,
+    context_window: int,
+    request_timeout: float,
+    http_client: httpx.AsyncClient | None,
+) -> DiagnosisLLM:
+    """One LLM per run, whose CallbackManager holds that run's gate."""
+    return DiagnosisLLM(
+        model=model,
+        api_base=api_base,
+        api_key=api_key or "unset",
+        max_retries=0,
+        timeout=request_timeout,
+        temperature=0.0,
+        context_window=context_window,
+        async_http_client=http_client,
+        callback_manager=CallbackManager([ModelRoundGate(ctx)]),
+    )

@@ -1,0 +1,178 @@
+"""A scripted OpenAI-compatible chat-completions server on loopback.
+
+The offline demo replays a recorded cassette through it, and the tests drive the real harness
+with it. It speaks the real protocol (``POST /v1/chat/completions``), answers each request with
+the next scripted step, records every request body, and treats an unexpected extra request or
+an unused step as a failure (``assert_complete``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+from aiohttp import web
+
+__all__ = ["ModelStep", "ScriptedModelServer", "ToolCallSpec", "load_cassette"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallSpec:
+    """One tool call the scripted model emits; ``arguments`` is sent verbatim if a string."""
+
+    id: str
+    name: str
+    arguments: str | Mapping[str, Any]
+
+    def arguments_text(self) -> str:
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStep:
+    """One scripted answer: tool calls, a final text, or an HTTP error; optional delay."""
+
+    content: str | None = None
+    tool_calls: Sequence[ToolCallSpec] = ()
+    prompt_tokens: int | None = 100
+    completion_tokens: int | None = 20
+    status: int = 200
+    raw_body: str | None = None
+    delay_seconds: float = 0.0
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        calls = tuple(
+            ToolCallSpec(id=c["id"], name=c["name"], arguments=c["arguments"])
+            for c in data.get("tool_calls", ())
+        )
+        usage = data.get("usage", {})
+        return cls(
+            content=data.get("content"),
+            tool_calls=calls,
+            prompt_tokens=usage.get("prompt_tokens", 100),
+            completion_tokens=usage.get("completion_tokens", 20),
+            delay_seconds=float(data.get("delay_seconds", 0.0)),
+        )
+
+
+def load_cassette(path: Path) -> list[ModelStep]:
+    """Read a cassette file: ``{"steps": [{"tool_calls": [...]} | {"content": "..."}]}``."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return [ModelStep.from_json(step) for step in data["steps"]]
+
+
+@dataclass
+class ScriptedModelServer:
+    """Serve ``steps`` in order; record requests; fail on extras and leftovers."""
+
+    steps: Sequence[ModelStep]
+    model: str = "scripted-model"
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    unexpected: int = 0
+    aborted: int = 0
+    """Requests whose client went away before the answer (an aborted in-flight round)."""
+    _runner: web.AppRunner | None = None
+    _port: int = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    @property
+    def request_count(self) -> int:
+        return len(self.requests)
+
+    async def start(self) -> Self:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        sockets = list(getattr(server, "sockets", None) or [])
+        self._port = int(sockets[0].getsockname()[1])
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def assert_complete(self) -> None:
+        """Every step was used and nothing beyond the script was asked."""
+        if self.unexpected:
+            raise AssertionError(f"model server got {self.unexpected} unexpected extra request(s)")
+        if len(self.requests) != len(self.steps):
+            raise AssertionError(
+                f"model server script has {len(self.steps)} steps, "
+                f"but {len(self.requests)} were requested"
+            )
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        index = len(self.requests)
+        self.requests.append(body)
+        if index >= len(self.steps):
+            self.unexpected += 1
+            return web.json_response(
+                {"error": {"message": "unexpected request", "type": "server_error"}}, status=500
+            )
+        step = self.steps[index]
+        if step.delay_seconds:
+            try:
+                await asyncio.sleep(step.delay_seconds)
+            except asyncio.CancelledError:
+                self.aborted += 1
+                raise
+        if step.raw_body is not None or step.status != 200:
+            text = step.raw_body or json.dumps({"error": {"message": "scripted error"}})
+            return web.Response(text=text, status=step.status, content_type="application/json")
+        return web.json_response(self._completion(step, index))
+
+    def _completion(self, step: ModelStep, index: int) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": step.content}
+        if step.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments_text()},
+                }
+                for call in step.tool_calls
+            ]
+        body: dict[str, Any] = {
+            "id": f"chatcmpl-{index}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if step.tool_calls else "stop",
+                }
+            ],
+        }
+        if step.prompt_tokens is not None and step.completion_tokens is not None:
+            body["usage"] = {
+                "prompt_tokens": step.prompt_tokens,
+                "completion_tokens": step.completion_tokens,
+                "total_tokens": step.prompt_tokens + step.completion_tokens,
+            }
+        return body

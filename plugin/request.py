@@ -1,0 +1,100 @@
+"""The diagnosis request, the frozen previous turn, and the input rules checked up front.
+
+The model receives exactly one user message: ``{"query": ..., "previous_turn": ...}``. Nothing
+else of a conversation ever reaches it. Oversized or blank input is refused, never truncated.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from plugin.errors import InputRejected, InputRejection
+
+__all__ = ["DiagnosisRequest", "InputLimits", "PreviousTurn", "model_input", "parse_previous_turn"]
+
+
+class PreviousTurn(BaseModel):
+    """What a thread remembers of the bot's last answer (CONTRACTS §7): exactly these keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    query: Annotated[str, Field(min_length=1)]
+    conclusion: str | None
+    missing_info: tuple[str, ...]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "query": self.query,
+                "conclusion": self.conclusion,
+                "missing_info": list(self.missing_info),
+            },
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+
+
+def parse_previous_turn(text: str) -> PreviousTurn:
+    """Strictly parse a previous-turn JSON document; any deviation is ``INVALID_PREVIOUS_TURN``."""
+    try:
+        return PreviousTurn.model_validate_json(text)
+    except ValidationError as exc:
+        raise InputRejected(InputRejection.INVALID_PREVIOUS_TURN) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class DiagnosisRequest:
+    """One diagnosis: the current query, verbatim, and an optional frozen previous turn."""
+
+    query: str
+    previous_turn: PreviousTurn | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InputLimits:
+    """UTF-8 byte limits of the request."""
+
+    max_query_bytes: int
+    max_previous_turn_bytes: int
+    max_input_bytes: int
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def model_input(request: DiagnosisRequest, limits: InputLimits) -> str:
+    """Validate the request and render the one user message; raises ``InputRejected``."""
+    if not request.query.strip():
+        raise InputRejected(InputRejection.BLANK_QUERY)
+    query_bytes = _utf8_len(request.query)
+    if query_bytes > limits.max_query_bytes:
+        raise InputRejected(
+            InputRejection.QUERY_TOO_LARGE, limit=limits.max_query_bytes, observed=query_bytes
+        )
+    previous: object = None
+    if request.previous_turn is not None:
+        previous_text = request.previous_turn.to_json()
+        previous_bytes = _utf8_len(previous_text)
+        if previous_bytes > limits.max_previous_turn_bytes:
+            raise InputRejected(
+                InputRejection.PREVIOUS_TURN_TOO_LARGE,
+                limit=limits.max_previous_turn_bytes,
+                observed=previous_bytes,
+            )
+        previous = json.loads(previous_text)
+    message = json.dumps(
+        {"query": request.query, "previous_turn": previous},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    message_bytes = _utf8_len(message)
+    if message_bytes > limits.max_input_bytes:
+        raise InputRejected(
+            InputRejection.INPUT_TOO_LARGE, limit=limits.max_input_bytes, observed=message_bytes
+        )
+    return message

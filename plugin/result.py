@@ -1,0 +1,116 @@
+"""The Execution Result (CONTRACTS §6): a Draft, a controlled stop, or a closed failure."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from plugin.draft import DiagnosisDraft
+from plugin.errors import StopReason
+from plugin.ledger import InvocationLedger
+
+__all__ = [
+    "Check",
+    "ExecutionResult",
+    "Failure",
+    "FailureCode",
+    "Outcome",
+    "ProgressSnapshot",
+    "UsageReport",
+    "progress_from_ledger",
+]
+
+
+class Outcome(StrEnum):
+    """The three ways a run ends."""
+
+    DRAFT = "DRAFT"
+    STOPPED = "STOPPED"
+    FAILED = "FAILED"
+
+
+class FailureCode(StrEnum):
+    """Why a run failed closed."""
+
+    INVALID_DRAFT = "INVALID_DRAFT"
+    AGENT_ERROR = "AGENT_ERROR"
+    MODEL_ERROR = "MODEL_ERROR"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Check(_Frozen):
+    """One canonical invocation as the operator sees it."""
+
+    tool_call_id: str
+    tool: str
+    status: str
+    item_count: int
+    evaluation: str | None
+    scope: str | None
+    error_code: str | None = None
+
+
+class ProgressSnapshot(_Frozen):
+    """What the run checked, taken only from the ledger."""
+
+    checks: tuple[Check, ...]
+
+
+class UsageReport(_Frozen):
+    """What the run consumed."""
+
+    model_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    tool_calls: int
+    bytes: int
+    elapsed_ms: int
+
+
+class Failure(_Frozen):
+    """A stable code and a stable short detail; never a traceback."""
+
+    code: FailureCode
+    detail: str
+
+
+class ExecutionResult(_Frozen):
+    """The outcome of one run."""
+
+    run_id: str
+    session_id: str
+    outcome: Outcome
+    stop_reason: StopReason | None = None
+    draft: DiagnosisDraft | None = None
+    progress: ProgressSnapshot | None = None
+    usage: UsageReport
+    failure: Failure | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_json_dict(), ensure_ascii=False)
+
+
+def progress_from_ledger(ledger: InvocationLedger) -> ProgressSnapshot:
+    return ProgressSnapshot(
+        checks=tuple(
+            Check(
+                tool_call_id=i.tool_call_id,
+                tool=i.tool.value,
+                status=i.status.value,
+                item_count=i.item_count,
+                evaluation=i.evaluation.value if i.evaluation is not None else None,
+                scope=i.scope,
+                error_code=i.code,
+            )
+            for i in ledger
+        )
+    )

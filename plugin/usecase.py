@@ -1,0 +1,259 @@
+"""The diagnosis use case: one request in, one Execution Result out.
+
+``Harness.diagnose`` validates the input (refusing before any model call), builds the run's
+RunContext, ONE FunctionAgent with its gated LLM and interceptor, runs it once — no retry of the
+agent or of any model call — under the deadline and the cancellation token, and classifies the
+end: a strictly parsed Draft, a controlled stop, or a closed failure. The audit record is
+written in every case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import openai
+from llama_index.core.agent.workflow import AgentOutput
+from workflows.handler import WorkflowHandler
+
+from plugin.agent import build_agent
+from plugin.audit import AuditSink, audit_record
+from plugin.budget import Budgets
+from plugin.context import RunContext, new_run_id
+from plugin.draft import DraftRejected, parse_draft
+from plugin.errors import BudgetStop, RunStop, StopReason
+from plugin.hooks import HookSet, StepHook
+from plugin.interceptor import ToolInterceptor
+from plugin.llm import build_llm
+from plugin.prompts import system_prompt
+from plugin.request import DiagnosisRequest, InputLimits, model_input
+from plugin.result import (
+    ExecutionResult,
+    Failure,
+    FailureCode,
+    Outcome,
+    UsageReport,
+    progress_from_ledger,
+)
+from plugin.settings import Settings
+from tools.base import EvidenceAdapter, ToolName
+
+__all__ = ["Harness"]
+
+_log = logging.getLogger(__name__)
+
+# The framework's own iteration cap must never be the limit: the gate is.
+_ITERATION_HEADROOM = 3
+
+
+@dataclass
+class Harness:
+    """Runs diagnoses with one set of settings, adapters, audit sink and model HTTP client."""
+
+    settings: Settings
+    adapters: Mapping[ToolName, EvidenceAdapter[Any]]
+    audit: AuditSink
+    http_client: httpx.AsyncClient | None = None
+
+    def __post_init__(self) -> None:
+        # One pooled HTTP client for every model request of this process, closed by aclose().
+        if self.http_client is None:
+            self.http_client = httpx.AsyncClient(
+                timeout=self.settings.model_request_timeout_seconds,
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+            )
+
+    async def aclose(self) -> None:
+        """Close the model HTTP client, the adapters and the audit sink."""
+        if self.http_client is not None:
+            await self.http_client.aclose()
+        for adapter in self.adapters.values():
+            await adapter.aclose()
+        await self.audit.aclose()
+
+    @property
+    def limits(self) -> InputLimits:
+        s = self.settings
+        return InputLimits(s.max_query_bytes, s.max_previous_turn_bytes, s.max_input_bytes)
+
+    async def diagnose(
+        self,
+        request: DiagnosisRequest,
+        *,
+        session_id: str | None = None,
+        hooks: Sequence[StepHook] = (),
+        cancel_event: asyncio.Event | None = None,
+    ) -> ExecutionResult:
+        """Run one diagnosis. Raises ``InputRejected`` before any model call on bad input."""
+        message = model_input(request, self.limits)
+        ctx = RunContext(
+            session_id=session_id or f"session-{uuid.uuid4().hex[:12]}",
+            run_id=new_run_id(),
+            budgets=Budgets.from_settings(self.settings),
+            hooks=HookSet(hooks),
+            cancel_event=cancel_event or asyncio.Event(),
+        )
+        ctx.usage.bytes += len(message.encode("utf-8"))
+        _log.info("run %s started (session %s)", ctx.run_id, ctx.session_id)
+        result = await self._run(ctx, message)
+        _log.info("run %s ended: %s", ctx.run_id, result.outcome.value)
+        await self._audit(ctx, result)
+        ctx.hooks.result(ctx, result)
+        return result
+
+    async def _run(self, ctx: RunContext, message: str) -> ExecutionResult:
+        s = self.settings
+        llm = build_llm(
+            ctx,
+            model=s.model,
+            api_base=s.openai_base_url,
+            api_key=s.openai_api_key.get_secret_value() if s.openai_api_key else None,
+            context_window=s.model_context_window,
+            request_timeout=s.model_request_timeout_seconds,
+            http_client=self.http_client,
+        )
+        agent = build_agent(llm, system_prompt(), ToolInterceptor(ctx, self.adapters))
+        handler = agent.run(
+            user_msg=message, max_iterations=s.max_model_calls + _ITERATION_HEADROOM
+        )
+        try:
+            output = await _await_bounded(ctx, handler)
+        except RunStop as stop:
+            return _stopped(ctx, stop.reason)
+        except Exception as exc:
+            return _failed(ctx, *_classify_failure(ctx, exc))
+        return self._finish(ctx, output)
+
+    def _finish(self, ctx: RunContext, output: Any) -> ExecutionResult:
+        if not isinstance(output, AgentOutput):
+            return _failed(ctx, FailureCode.AGENT_ERROR, "NO_OUTPUT")
+        text = output.response.content
+        room = ctx.budgets.run_capacity_bytes - ctx.usage.bytes
+        try:
+            draft = parse_draft(
+                text,
+                max_bytes=min(ctx.budgets.max_draft_bytes, room),
+                ready_ids=ctx.ledger.ready_ids(),
+            )
+        except DraftRejected as rejected:
+            return _failed(ctx, FailureCode.INVALID_DRAFT, rejected.defect.value)
+        ctx.usage.bytes += len((text or "").encode("utf-8"))
+        return ExecutionResult(
+            run_id=ctx.run_id,
+            session_id=ctx.session_id,
+            outcome=Outcome.DRAFT,
+            draft=draft,
+            progress=progress_from_ledger(ctx.ledger),
+            usage=_usage(ctx),
+        )
+
+    async def _audit(self, ctx: RunContext, result: ExecutionResult) -> None:
+        try:
+            await self.audit.write(audit_record(ctx, result))
+        except Exception as exc:
+            _log.error("audit write failed for %s: %s", ctx.run_id, type(exc).__name__)
+
+
+async def _await_bounded(ctx: RunContext, handler: WorkflowHandler) -> Any:
+    """Await the run; the deadline and the cancellation token abort it even mid-request."""
+    run = asyncio.ensure_future(_result_of(handler))
+    cancelled = asyncio.ensure_future(ctx.cancel_event.wait())
+    try:
+        done, _ = await asyncio.wait(
+            {run, cancelled},
+            timeout=max(ctx.remaining_seconds(), 0.0),
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+    except asyncio.CancelledError:
+        await _abort(handler, run)
+        raise
+    finally:
+        cancelled.cancel()
+    if run in done:
+        return run.result()
+    await _abort(handler, run)
+    if ctx.cancel_event.is_set():
+        raise BudgetStop(StopReason.CANCELLED)
+    raise BudgetStop(StopReason.DEADLINE_EXCEEDED)
+
+
+async def _result_of(handler: WorkflowHandler) -> Any:
+    return await handler
+
+
+async def _abort(handler: WorkflowHandler, run: asyncio.Future[Any]) -> None:
+    """Stop the workflow and its in-flight HTTP request; its own outcome no longer matters."""
+    if not run.done():
+        with contextlib.suppress(Exception):
+            await handler.cancel_run()
+    if not run.done():
+        run.cancel()
+    with contextlib.suppress(BaseException):
+        await run
+
+
+def _classify_failure(ctx: RunContext, exc: BaseException) -> tuple[FailureCode, str]:
+    chain = _exception_chain(exc)
+    for item in chain:
+        if isinstance(item, openai.APIStatusError):
+            return FailureCode.MODEL_ERROR, f"HTTP_{item.status_code}"
+        if isinstance(item, openai.APITimeoutError):
+            return FailureCode.MODEL_ERROR, "TIMEOUT"
+        if isinstance(item, openai.APIConnectionError):
+            return FailureCode.MODEL_ERROR, "CONNECTION"
+        if isinstance(item, openai.APIError):
+            return FailureCode.MODEL_ERROR, "BAD_RESPONSE"
+    if ctx.rounds and ctx.rounds[-1].outcome in {"IN_FLIGHT", "ERROR"}:
+        # The failure happened inside a model round (e.g. an unusable response body).
+        return FailureCode.MODEL_ERROR, "BAD_RESPONSE"
+    _log.error("run %s failed: %s", ctx.run_id, type(exc).__name__)
+    return FailureCode.AGENT_ERROR, "UNCLASSIFIED"
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _usage(ctx: RunContext) -> UsageReport:
+    u = ctx.usage
+    return UsageReport(
+        model_calls=u.model_calls,
+        prompt_tokens=u.prompt_tokens,
+        completion_tokens=u.completion_tokens,
+        tool_calls=u.tool_calls,
+        bytes=u.bytes,
+        elapsed_ms=round(ctx.elapsed_ms()),
+    )
+
+
+def _stopped(ctx: RunContext, reason: StopReason) -> ExecutionResult:
+    return ExecutionResult(
+        run_id=ctx.run_id,
+        session_id=ctx.session_id,
+        outcome=Outcome.STOPPED,
+        stop_reason=reason,
+        progress=progress_from_ledger(ctx.ledger),
+        usage=_usage(ctx),
+    )
+
+
+def _failed(ctx: RunContext, code: FailureCode, detail: str) -> ExecutionResult:
+    return ExecutionResult(
+        run_id=ctx.run_id,
+        session_id=ctx.session_id,
+        outcome=Outcome.FAILED,
+        progress=progress_from_ledger(ctx.ledger) if ctx.ledger.has_ready() else None,
+        usage=_usage(ctx),
+        failure=Failure(code=code, detail=detail),
+    )

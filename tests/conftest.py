@@ -1,0 +1,28 @@
+"""Shared fixtures: the scripted model server (fails on extra requests and unused steps)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+import pytest
+
+from plugin.model_replay import ModelStep, ScriptedModelServer
+
+StartServer = Callable[[Sequence[ModelStep]], Awaitable[ScriptedModelServer]]
+
+
+@pytest.fixture
+async def model_server() -> AsyncIterator[StartServer]:
+    """Start scripted servers; at teardown each must have served exactly its script."""
+    servers: list[ScriptedModelServer] = []
+
+    async def start(steps: Sequence[ModelStep]) -> ScriptedModelServer:
+        server = await ScriptedModelServer(list(steps)).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        await server.stop()
+    for server in servers:
+        server.assert_complete()

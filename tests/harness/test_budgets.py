@@ -1,0 +1,165 @@
+"""Budgets: for each kind, the server's request count proves no round beyond it reached it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from plugin.errors import StopReason
+from plugin.model_replay import ModelStep
+from plugin.request import DiagnosisRequest
+from plugin.result import Outcome
+from tests.conftest import StartServer
+from tests.harness.support import (
+    LOGS_INPUT,
+    ScriptedAdapter,
+    adapters,
+    audit_records,
+    call,
+    draft_json,
+    final_step,
+    harness,
+    tool_messages,
+    tool_step,
+)
+from tools.base import Ready, ToolName
+
+QUERY = DiagnosisRequest("payment-api 5xx since 10:05 UTC")
+KB = {"query": "连接池", "top_k": 1}
+
+
+def unknown(call_id: str) -> ModelStep:
+    return tool_step(call(call_id, "restart_service", {"service": "payment-api"}))
+
+
+async def test_model_call_budget_blocks_the_next_round(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    server = await model_server([unknown("c1"), unknown("c2")])
+    result = await harness(server, tmp_path, DIAG_MAX_MODEL_CALLS=2).diagnose(QUERY)
+    assert result.outcome is Outcome.STOPPED
+    assert result.stop_reason is StopReason.MODEL_CALL_BUDGET_EXHAUSTED
+    assert server.request_count == 2 and result.usage.model_calls == 2
+
+
+async def test_last_round_is_kept_for_the_draft(model_server: StartServer, tmp_path: Path) -> None:
+    server = await model_server(
+        [
+            tool_step(call("c1", "query_logs", LOGS_INPUT)),
+            tool_step(call("c2", "lookup_knowledge", KB, previous=("c1", "GAINED"))),
+            final_step(draft_json(["c1"])),
+        ]
+    )
+    table = adapters()
+    result = await harness(server, tmp_path, table, DIAG_MAX_MODEL_CALLS=3).diagnose(QUERY)
+    assert tool_messages(server.requests[2])[-1]["observation"]["evidence_status"] == "STOP_REQUIRED"
+    assert table[ToolName.LOOKUP_KNOWLEDGE].calls == []
+    assert result.outcome is Outcome.DRAFT
+    assert server.request_count == 3
+
+
+async def test_token_budget_blocks_the_next_round(model_server: StartServer, tmp_path: Path) -> None:
+    server = await model_server(
+        [
+            tool_step(call("c1", "query_logs", LOGS_INPUT), prompt_tokens=100, completion_tokens=20),
+            unknown("c2"),
+        ]
+    )
+    # 120 after round 1 < 130; 240 after round 2 >= 130: round 3 never reaches the server.
+    h = harness(server, tmp_path, DIAG_MAX_TOTAL_TOKENS=130)
+    result = await h.diagnose(QUERY)
+    assert result.stop_reason is StopReason.TOKEN_BUDGET_EXHAUSTED
+    assert server.request_count == 2
+    assert result.usage.prompt_tokens + result.usage.completion_tokens == 240
+
+
+async def test_usage_jumping_past_the_budget_in_one_round_stops_at_once(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    server = await model_server(
+        [tool_step(call("c1", "query_logs", LOGS_INPUT), prompt_tokens=900_000)]
+    )
+    table = adapters()
+    result = await harness(server, tmp_path, table).diagnose(QUERY)
+    assert result.stop_reason is StopReason.TOKEN_BUDGET_EXHAUSTED
+    assert table[ToolName.QUERY_LOGS].calls == []  # the tool it asked for never ran
+    assert server.request_count == 1
+
+
+async def test_missing_usage_is_estimated_and_still_budgeted(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    step = ModelStep(
+        tool_calls=(call("c1", "query_logs", LOGS_INPUT),), prompt_tokens=None, completion_tokens=None
+    )
+    server = await model_server([step])
+    result = await harness(server, tmp_path, DIAG_MAX_TOTAL_TOKENS=50).diagnose(QUERY)
+    assert result.stop_reason is StopReason.TOKEN_BUDGET_EXHAUSTED
+    assert server.request_count == 1
+    assert audit_records(tmp_path)[0]["usage_estimated"] is True
+
+
+async def test_cancellation_before_any_round(model_server: StartServer, tmp_path: Path) -> None:
+    server = await model_server([])
+    cancel = asyncio.Event()
+    cancel.set()
+    result = await harness(server, tmp_path).diagnose(QUERY, cancel_event=cancel)
+    assert result.stop_reason is StopReason.CANCELLED
+    assert server.request_count == 0
+
+
+async def test_cancellation_aborts_the_in_flight_request(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    server = await model_server(
+        [tool_step(call("c1", "query_logs", LOGS_INPUT)), ModelStep(content="x", delay_seconds=30)]
+    )
+    cancel = asyncio.Event()
+    task = asyncio.create_task(harness(server, tmp_path).diagnose(QUERY, cancel_event=cancel))
+    while server.request_count < 2:
+        await asyncio.sleep(0.01)
+    cancel.set()
+    result = await task
+    assert result.stop_reason is StopReason.CANCELLED
+    assert result.progress is not None and result.progress.checks[0].tool_call_id == "c1"
+    for _ in range(100):
+        if server.aborted:
+            break
+        await asyncio.sleep(0.01)
+    assert server.aborted == 1  # the model server saw the client go away
+    assert server.request_count == 2
+
+
+async def test_deadline_aborts_the_in_flight_request(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    server = await model_server([ModelStep(content="x", delay_seconds=30)])
+    result = await harness(server, tmp_path, DIAG_DEADLINE_SECONDS=0.3).diagnose(QUERY)
+    assert result.stop_reason is StopReason.DEADLINE_EXCEEDED
+    for _ in range(100):
+        if server.aborted:
+            break
+        await asyncio.sleep(0.01)
+    assert server.aborted == 1
+    assert server.request_count == 1
+
+
+async def test_deadline_during_a_slow_tool_blocks_the_next_round(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    async def slow(call: object) -> Ready:
+        await asyncio.sleep(30)
+        return Ready(items=[])
+
+    class SlowAdapter(ScriptedAdapter):
+        async def invoke(self, call: object) -> Ready:  # type: ignore[override]
+            self.calls.append(call)  # type: ignore[arg-type]
+            return await slow(call)
+
+    server = await model_server([tool_step(call("c1", "query_logs", LOGS_INPUT))])
+    slow_logs = SlowAdapter(ToolName.QUERY_LOGS)
+    h = harness(server, tmp_path, adapters(query_logs=slow_logs), DIAG_DEADLINE_SECONDS=0.3)
+    result = await h.diagnose(QUERY)
+    assert result.stop_reason is StopReason.DEADLINE_EXCEEDED
+    assert server.request_count == 1
+    assert len(slow_logs.calls) == 1
