@@ -79,6 +79,7 @@ class ScriptedModelServer:
     unexpected: int = 0
     aborted: int = 0
     """Requests whose client went away before the answer (an aborted in-flight round)."""
+    _arrived: asyncio.Condition = field(default_factory=asyncio.Condition)
     _runner: web.AppRunner | None = None
     _port: int = 0
 
@@ -114,6 +115,11 @@ class ScriptedModelServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    async def wait_for_requests(self, count: int) -> None:
+        """Return once ``count`` requests have arrived (for tests that act mid-run)."""
+        async with self._arrived:
+            await self._arrived.wait_for(lambda: len(self.requests) >= count)
+
     def assert_complete(self) -> None:
         """Every step was used and nothing beyond the script was asked."""
         if self.unexpected:
@@ -128,6 +134,8 @@ class ScriptedModelServer:
         body = await request.json()
         index = len(self.requests)
         self.requests.append(body)
+        async with self._arrived:
+            self._arrived.notify_all()
         if index >= len(self.steps):
             self.unexpected += 1
             return web.json_response(

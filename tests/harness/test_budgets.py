@@ -52,16 +52,22 @@ async def test_last_round_is_kept_for_the_draft(model_server: StartServer, tmp_p
     )
     table = adapters()
     result = await harness(server, tmp_path, table, DIAG_MAX_MODEL_CALLS=3).diagnose(QUERY)
-    assert tool_messages(server.requests[2])[-1]["observation"]["evidence_status"] == "STOP_REQUIRED"
+    assert (
+        tool_messages(server.requests[2])[-1]["observation"]["evidence_status"] == "STOP_REQUIRED"
+    )
     assert table[ToolName.LOOKUP_KNOWLEDGE].calls == []
     assert result.outcome is Outcome.DRAFT
     assert server.request_count == 3
 
 
-async def test_token_budget_blocks_the_next_round(model_server: StartServer, tmp_path: Path) -> None:
+async def test_token_budget_blocks_the_next_round(
+    model_server: StartServer, tmp_path: Path
+) -> None:
     server = await model_server(
         [
-            tool_step(call("c1", "query_logs", LOGS_INPUT), prompt_tokens=100, completion_tokens=20),
+            tool_step(
+                call("c1", "query_logs", LOGS_INPUT), prompt_tokens=100, completion_tokens=20
+            ),
             unknown("c2"),
         ]
     )
@@ -90,7 +96,9 @@ async def test_missing_usage_is_estimated_and_still_budgeted(
     model_server: StartServer, tmp_path: Path
 ) -> None:
     step = ModelStep(
-        tool_calls=(call("c1", "query_logs", LOGS_INPUT),), prompt_tokens=None, completion_tokens=None
+        tool_calls=(call("c1", "query_logs", LOGS_INPUT),),
+        prompt_tokens=None,
+        completion_tokens=None,
     )
     server = await model_server([step])
     result = await harness(server, tmp_path, DIAG_MAX_TOTAL_TOKENS=50).diagnose(QUERY)
@@ -116,8 +124,7 @@ async def test_cancellation_aborts_the_in_flight_request(
     )
     cancel = asyncio.Event()
     task = asyncio.create_task(harness(server, tmp_path).diagnose(QUERY, cancel_event=cancel))
-    while server.request_count < 2:
-        await asyncio.sleep(0.01)
+    await server.wait_for_requests(2)
     cancel.set()
     result = await task
     assert result.stop_reason is StopReason.CANCELLED

@@ -1,0 +1,109 @@
+"""Redaction: realistic secrets are masked, investigation identifiers survive."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.redact import MARK, redact
+
+# Fake credentials assembled at runtime so secret scanners do not flag this file.
+_GH = "ghp_" + "x7Yq2Lm9Pz4Kd8Wr1Tb6Nc3Vf5Hs0Ja2Qe4R"
+_SLACK_BOT = "xoxb-" + "1234567890-9876543210-AbCdEfGhIjKlMnOpQrStUvWx"
+_SLACK_APP = "xapp-" + "1-A0123456789-1234567890123-0a1b2c3d4e5f6a7b8c9d"
+_AWS_ID = "AKIA" + "IOSFODNN7EXAMPLE"
+_AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+_JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
+    ".eyJzdWIiOiJzdmMtcGF5bWVudCIsImV4cCI6MTc5NjE2NjQwMH0"
+    ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "secret", "kept"),
+    [
+        (
+            "GET /v1/payments Authorization: Bearer 8f2c1d9e7a6b5c4d3e2f1a0b9c8d7e6f",
+            "8f2c1d9e7a6b5c4d3e2f1a0b9c8d7e6f",
+            "Authorization: Bearer [REDACTED]",
+        ),
+        ('{"authorization":"Basic dXNlcjpodW50ZXIy"}', "dXNlcjpodW50ZXIy", "Basic [REDACTED]"),
+        ("retrying with token Bearer abcDEF123456.xyz_-", "abcDEF123456", "Bearer [REDACTED]"),
+        (
+            "connect mysql://payments_rw:S3cr3t!pw@db-primary.internal:3306/payments failed",
+            "S3cr3t!pw",
+            "mysql://payments_rw:***@db-primary.internal:3306/payments",
+        ),
+        ("REDIS_URL=redis://:hunter2@cache-01:6379/0", "hunter2", "redis://:***@cache-01:6379/0"),
+        ("DB_PASSWORD=Tr0ub4dor&3", "Tr0ub4dor", "DB_PASSWORD=[REDACTED]"),
+        ("  password: correct-horse-battery", "correct-horse", "password: [REDACTED]"),
+        ('{"user":"svc","passwd":"p@ss w0rd"}', "p@ss w0rd", '"passwd":"[REDACTED]"'),
+        ("client_secret='s3cr3t-value'", "s3cr3t-value", "client_secret='[REDACTED]'"),
+        ("api_key=sk_live_51Hx9aQ2", "sk_live_51Hx9aQ2", "api_key=[REDACTED]"),
+        ("X-Api-Key: 0f9e8d7c6b5a", "0f9e8d7c6b5a", "Api-Key: [REDACTED]"),
+        ("retry with token=tok_9a8b7c6d5e", "tok_9a8b7c6d5e", "token=[REDACTED]"),
+        (f"aws key {_AWS_ID} secret {_AWS_SECRET}", _AWS_SECRET, "aws key [REDACTED]"),
+        (f"aws_access_key_id = {_AWS_ID}", _AWS_ID, MARK),
+        (f"session {_JWT} expired", _JWT[:40], "session [REDACTED] expired"),
+        (f"SLACK_BOT_TOKEN {_SLACK_BOT}", _SLACK_BOT, "SLACK_BOT_TOKEN [REDACTED]"),
+        (f"app token {_SLACK_APP}", _SLACK_APP, "app token [REDACTED]"),
+        (f"git clone https://{_GH}@github.com/acme/pay", _GH, "https://[REDACTED]@github.com"),
+        (
+            "signing key 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+            "9f86d081884c7d659a2feaa0c55ad015",
+            "signing key [REDACTED]",
+        ),
+        ("Cookie: session=abc123; csrftoken=zz9", "abc123", "Cookie: [REDACTED]"),
+    ],
+)
+def test_secret_is_masked(text: str, secret: str, kept: str) -> None:
+    out = redact(text)
+    assert secret not in out
+    assert kept in out
+
+
+def test_pem_private_key_block_is_masked() -> None:
+    text = (
+        "deploy key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7yZ9\nq3Lk0Rt\n"
+        "-----END RSA PRIVATE KEY-----\nthen restart"
+    )
+    out = redact(text)
+    assert "MIIEowIBAAKCAQEA7yZ9" not in out
+    assert out == "deploy key:\n[REDACTED PRIVATE KEY]\nthen restart"
+
+
+def test_truncated_pem_block_is_masked_to_the_end() -> None:
+    out = redact("key:\n-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC")
+    assert "MIIEvQ" not in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "payment-api returned 503 for order ord_10231 (trace_id=4bf92f3577b34da6a3ce929d0e0e4736)",
+        "2026-11-28T10:05:03.123Z ERROR db pool exhausted: timed out after 3000ms waiting for "
+        "connection (pool max_size=10, in_use=10, waiting=37)",
+        "POST https://api.stripe.com/v1/payment_intents 200 in 182ms",
+        "upstream http://payment-api.prod.svc.cluster.local:8080/v1/payments?retry=1 timed out",
+        "mysql://db-primary.internal:3306/payments (no credentials configured)",
+        "contact oncall-payments@example.com or see https://wiki.example.com/runbooks/payment-api",
+        "max_tokens=512 temperature=0.2",
+        "span_id=00f067aa0ba902b7 request_id=req_7YtR2kPq",
+        "Reset the password in the vault UI, then rotate the token.",
+        "deploy sha 3f786850e387550fdab836ed7e6dc881de23001b released at 10:02:00Z",
+        "password: [REDACTED] and mysql://u:***@h/db",
+    ],
+)
+def test_ordinary_text_survives(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_redaction_is_idempotent() -> None:
+    text = (
+        f'Authorization: Bearer {_JWT} dsn=postgres://app:pw1@pg:5432/x password="a b" '
+        f"{_AWS_ID} {_AWS_SECRET} token: {_SLACK_BOT}"
+    )
+    once = redact(text)
+    assert redact(once) == once
+    for secret in (_JWT, "pw1", "a b", _AWS_ID, _AWS_SECRET, _SLACK_BOT):
+        assert secret not in once

@@ -1,0 +1,422 @@
+"""Decide whether a model-written statement may run as read-only evidence, before it is sent.
+
+The model writes the SQL of ``query_mysql`` and can be talked into anything, so the guard treats
+the text as hostile. It parses with sqlglot's MySQL dialect and accepts only one plain query
+(``SELECT``, ``WITH`` … ``SELECT``, set operations, subqueries, joins) whose every part is on an
+allowlist; everything else is refused with a stable :class:`RefusalReason`.
+
+Why a parser and allowlists, not regular expressions or denylists: the dangerous surface of a
+MySQL ``SELECT`` is its functions (``SLEEP``, ``LOAD_FILE``, ``GET_LOCK``, UDFs, stored
+functions), its clauses (``INTO OUTFILE``, ``FOR UPDATE``), variables (``@x``, ``@@x``,
+``:=``) and the tables it reads. A denylist forgets the next UDF; an allowlist of functions known
+to be pure scalar/aggregate/window computations does not.
+
+Parser differentials (sqlglot reading a statement one way, the server another) are closed by
+never sending the model's text: the adapter executes :func:`limit_rows`' rendering of the
+*checked* tree, without comments and with every identifier back-quoted, so what runs is exactly
+what was checked. Two textual checks remain on the raw text, on purpose: MySQL and MariaDB
+*execute* ``/*! … */`` and ``/*M! … */`` comments and honour ``/*+ … */`` optimizer hints, while
+sqlglot drops or keeps them as comments; such text is refused outright (``COMMENT_HINT``).
+
+Tables: only unqualified names, or names qualified with the DSN's own database, that match the
+allowlist; the matched allowlisted spelling is written back into the tree. The system schemas
+``mysql``, ``performance_schema``, ``sys`` and ``information_schema`` are refused entirely —
+including ``information_schema``, although the server filters it by privilege: it still discloses
+the names of other schemas, routines, users' grants and server internals, and the model does not
+need it (the adapter itself reads the table list once, not the model).
+
+Secret-looking columns (see :func:`is_secret_column`) may only be projected as bare columns under
+a secret-looking output name, so the adapter's name-based masking sees them; using them in
+predicates, functions, aliases or set operations is refused, which blocks the cheap laundering and
+``WHERE api_key LIKE 'a%'`` oracle tricks. Star expansion through ``UNION`` branches or derived
+column lists can still rename them, which is why the real boundary for secret tables is the
+allowlist and the read-only account's grants, not masking.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.tokenizer_core import Token, TokenType
+
+DIALECT = "mysql"
+
+SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+
+# Raw-text markers the server executes although they look like comments.
+_EXECUTABLE_COMMENT_MARKERS = ("/*!", "/*+", "/*m!")
+
+
+class RefusalReason(StrEnum):
+    """Why a statement was refused; stable, short, safe to log and to test against."""
+
+    PARSE_ERROR = "PARSE_ERROR"
+    EMPTY = "EMPTY"
+    MULTIPLE_STATEMENTS = "MULTIPLE_STATEMENTS"
+    NOT_SELECT = "NOT_SELECT"
+    COMMENT_HINT = "COMMENT_HINT"
+    INTO_CLAUSE = "INTO_CLAUSE"
+    LOCKING_READ = "LOCKING_READ"
+    VARIABLE = "VARIABLE"
+    FORBIDDEN_FUNCTION = "FORBIDDEN_FUNCTION"
+    SYSTEM_SCHEMA = "SYSTEM_SCHEMA"
+    OTHER_DATABASE = "OTHER_DATABASE"
+    TABLE_NOT_ALLOWED = "TABLE_NOT_ALLOWED"
+    SECRET_COLUMN = "SECRET_COLUMN"
+    UNSUPPORTED_SYNTAX = "UNSUPPORTED_SYNTAX"
+
+
+@dataclass(frozen=True, slots=True)
+class Allowed:
+    """The statement may run; ``expression`` is the checked (and normalised) tree."""
+
+    expression: exp.Query
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """The statement must not reach the server; ``detail`` is for logs only."""
+
+    reason: RefusalReason
+    detail: str = ""
+
+
+GuardDecision = Allowed | Refused
+
+
+class _Refusal(Exception):
+    """Internal short-circuit carrying the first refusal found."""
+
+    def __init__(self, reason: RefusalReason, detail: str = "") -> None:
+        super().__init__(reason.value)
+        self.reason = reason
+        self.detail = detail
+
+
+# --- function allowlist ----------------------------------------------------------------------
+# Typed sqlglot nodes that render back to pure MySQL computations. Anything not listed here
+# (UUID, RAND, USER(), VERSION(), REPEAT, LPAD, compression, crypto, XML, ...) is refused.
+_ALLOWED_FUNCTION_NODES: frozenset[type[exp.Func]] = frozenset(
+    {
+        # logic and conditionals
+        exp.And, exp.Or, exp.Xor, exp.Case, exp.If, exp.Coalesce, exp.Nullif,
+        exp.Greatest, exp.Least, exp.Exists, exp.Cast, exp.Collate,
+        # aggregates
+        exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.GroupConcat, exp.AnyValue,
+        exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop,
+        # window functions
+        exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile, exp.Lag, exp.Lead,
+        exp.FirstValue, exp.LastValue, exp.NthValue, exp.PercentRank, exp.CumeDist,
+        # strings
+        exp.Concat, exp.ConcatWs, exp.Substring, exp.SubstringIndex, exp.Lower, exp.Upper,
+        exp.Left, exp.Right, exp.Trim, exp.Length, exp.Replace, exp.StrPosition,
+        # numbers
+        exp.Abs, exp.Ceil, exp.Floor, exp.Round, exp.Trunc, exp.Sign, exp.Pow,
+        exp.Sqrt, exp.Ln, exp.Exp,
+        # dates and times
+        exp.TimeToStr, exp.StrToDate, exp.TsOrDsToDate, exp.TsOrDsToTimestamp,
+        exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.UtcTimestamp,
+        exp.DateAdd, exp.DateSub, exp.DateDiff, exp.TimestampDiff, exp.TimestampAdd,
+        exp.Extract, exp.Year, exp.Quarter, exp.Month, exp.Week, exp.Day, exp.DayOfWeek,
+        exp.DayOfMonth, exp.DayOfYear, exp.Dayname, exp.Hour, exp.Minute, exp.Second,
+        exp.LastDay, exp.Time, exp.Timestamp, exp.UnixToTime, exp.ConvertTimezone,
+        # JSON reads
+        exp.JSONExtract, exp.JSONExtractScalar,
+    }
+)  # fmt: skip
+
+# Functions sqlglot leaves as ``Anonymous``, by upper-case name; same criterion as above.
+_ALLOWED_ANONYMOUS_FUNCTIONS = frozenset(
+    {
+        "NOW", "CURDATE", "CURTIME", "UTC_TIMESTAMP", "TIMEDIFF", "TIME_TO_SEC", "SEC_TO_TIME",
+        "UNIX_TIMESTAMP", "FROM_UNIXTIME", "WEEKDAY", "YEARWEEK", "MICROSECOND", "MONTHNAME",
+        "DATE_FORMAT", "JSON_UNQUOTE", "FIELD", "FIND_IN_SET", "IFNULL", "CHAR_LENGTH",
+    }
+)  # fmt: skip
+
+# --- secret-looking names ----------------------------------------------------------------------
+_SECRET_SUBSTRINGS = (
+    "password", "passwd", "pwd", "token", "secret", "api_key", "apikey", "credential",
+    "private", "salt", "hash",
+)  # fmt: skip
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_NAME_PARTS = re.compile(r"[^a-z0-9]+")
+
+
+def is_secret_column(name: str) -> bool:
+    """True when a column name looks like it holds a credential (its values must be masked).
+
+    Long markers match anywhere (``secret_token``, ``userPassword``); ``key`` only as a whole
+    name part (``api_key``, ``keyId``, ``private_key``) so that ``monkey`` or ``keyboard`` pass.
+    """
+    spaced = _CAMEL_BOUNDARY.sub("_", name).lower()
+    if any(marker in spaced.replace("_", "") or marker in spaced for marker in _SECRET_SUBSTRINGS):
+        return True
+    parts = [part for part in _NAME_PARTS.split(spaced) if part]
+    return any(part in {"key", "keys"} for part in parts)
+
+
+# --- the check ---------------------------------------------------------------------------------
+
+
+def check_sql(sql: str, *, database: str, allowed_tables: frozenset[str]) -> GuardDecision:
+    """Parse ``sql`` and decide; never raises for any input text."""
+    try:
+        tree = _parse_single_query(sql)
+        _Checker(database=database, allowed_tables=allowed_tables).check(tree)
+    except _Refusal as refusal:
+        return Refused(refusal.reason, refusal.detail)
+    return Allowed(tree)
+
+
+def limit_rows(expression: exp.Query, max_rows: int) -> str:
+    """Render the checked tree so the server returns at most ``max_rows + 1`` rows.
+
+    The outermost ``LIMIT`` is set, or clamped when the model gave a larger one; the extra row
+    tells the caller the result was truncated. Rendering drops comments and back-quotes every
+    identifier, so the text the server parses is the tree the guard checked.
+    """
+    if max_rows < 0:
+        raise ValueError("max_rows must be >= 0")
+    cap = max_rows + 1
+    limited = expression.copy()
+    current = limited.args.get("limit")
+    if not (isinstance(current, exp.Limit) and _literal_int(current.expression, cap)):
+        limited = limited.limit(cap, copy=False)
+    return limited.sql(dialect=DIALECT, comments=False, identify=True)
+
+
+def _literal_int(node: exp.Expr | None, cap: int) -> bool:
+    """True when ``node`` is a non-negative integer literal no larger than ``cap``."""
+    if not isinstance(node, exp.Literal) or node.is_string:
+        return False
+    return node.this.isdigit() and int(node.this) <= cap
+
+
+def _parse_single_query(sql: str) -> exp.Query:
+    """Token pre-scan, then parse exactly one statement and unwrap redundant parentheses."""
+    lowered = sql.lower()
+    if any(marker in lowered for marker in _EXECUTABLE_COMMENT_MARKERS):
+        raise _Refusal(RefusalReason.COMMENT_HINT, "executable comment or optimizer hint")
+    try:
+        tokens = sqlglot.tokenize(sql, read=DIALECT)
+    except SqlglotError as error:
+        raise _Refusal(RefusalReason.PARSE_ERROR, type(error).__name__) from None
+    _scan_tokens(tokens)
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except SqlglotError as error:
+        raise _Refusal(RefusalReason.PARSE_ERROR, type(error).__name__) from None
+    if not statements:
+        raise _Refusal(RefusalReason.EMPTY)
+    if len(statements) > 1:
+        raise _Refusal(RefusalReason.MULTIPLE_STATEMENTS)
+    tree = statements[0]
+    while isinstance(tree, exp.Subquery) and set(_set_args(tree)) == {"this"}:
+        tree = tree.this
+    if not isinstance(tree, exp.Select | exp.SetOperation):
+        raise _Refusal(RefusalReason.NOT_SELECT, type(tree).__name__)
+    return tree
+
+
+def _set_args(node: exp.Expr) -> Iterator[str]:
+    """Names of the arguments of ``node`` that carry a value."""
+    return (key for key, value in node.args.items() if value not in (None, False, []))
+
+
+_TOKEN_REFUSALS: dict[TokenType, RefusalReason] = {
+    TokenType.INTO: RefusalReason.INTO_CLAUSE,
+    TokenType.PARAMETER: RefusalReason.VARIABLE,
+    TokenType.SESSION_PARAMETER: RefusalReason.VARIABLE,
+    TokenType.COLON_EQ: RefusalReason.VARIABLE,
+    TokenType.PLACEHOLDER: RefusalReason.VARIABLE,
+}
+
+
+def _scan_tokens(tokens: list[Token]) -> None:
+    """Refuse by token before parsing: clauses sqlglot may not model (``INTO DUMPFILE``),
+    variables, and statement separators followed by anything but more separators."""
+    seen_separator = False
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            seen_separator = True
+            continue
+        if seen_separator:
+            raise _Refusal(RefusalReason.MULTIPLE_STATEMENTS)
+        reason = _TOKEN_REFUSALS.get(token.token_type)
+        if reason is not None:
+            raise _Refusal(reason, token.text)
+
+
+_QUERY_NODES = (exp.Select, exp.SetOperation, exp.Subquery)
+# Node kinds refused wherever they appear in the tree.
+_NODE_REFUSALS: tuple[tuple[tuple[type[exp.Expr], ...], RefusalReason], ...] = (
+    ((exp.DDL, exp.DML, exp.Command), RefusalReason.NOT_SELECT),
+    (
+        (exp.Parameter, exp.SessionParameter, exp.Placeholder, exp.PropertyEQ),
+        RefusalReason.VARIABLE,
+    ),
+    ((exp.Into,), RefusalReason.INTO_CLAUSE),
+    ((exp.Lock,), RefusalReason.LOCKING_READ),
+    ((exp.Hint,), RefusalReason.COMMENT_HINT),
+    ((exp.Dot,), RefusalReason.UNSUPPORTED_SYNTAX),
+)
+
+
+class _Checker:
+    """One walk over the parsed tree; raises :class:`_Refusal` at the first violation."""
+
+    def __init__(self, *, database: str, allowed_tables: frozenset[str]) -> None:
+        self._database = database
+        self._allowed = allowed_tables
+        if database.casefold() in SYSTEM_SCHEMAS:
+            raise _Refusal(RefusalReason.SYSTEM_SCHEMA, "configured database is a system schema")
+
+    def check(self, tree: exp.Query) -> None:
+        """Check every node; tables are resolved (and rewritten) last, after the structure."""
+        for node in list(tree.walk()):
+            self._check_node(node)
+        for table in list(tree.find_all(exp.Table)):
+            self._check_table(table)
+
+    def _check_node(self, node: exp.Expr) -> None:
+        for kinds, reason in _NODE_REFUSALS:
+            if isinstance(node, kinds):
+                raise _Refusal(reason, type(node).__name__)
+        if isinstance(node, exp.Query) and not isinstance(node, _QUERY_NODES):
+            raise _Refusal(RefusalReason.NOT_SELECT, type(node).__name__)
+        if isinstance(node, exp.CTE) and not isinstance(node.this, _QUERY_NODES):
+            raise _Refusal(RefusalReason.NOT_SELECT, "CTE body")
+        if isinstance(node, exp.Select) and not node.expressions:
+            raise _Refusal(RefusalReason.PARSE_ERROR, "SELECT without a select list")
+        if isinstance(node, exp.Select) and node.args.get("operation_modifiers"):
+            raise _Refusal(RefusalReason.UNSUPPORTED_SYNTAX, "SELECT modifier")
+        if isinstance(node, exp.Func):
+            _check_function(node)
+        if isinstance(node, exp.Column):
+            self._check_column(node)
+
+    def _check_column(self, column: exp.Column) -> None:
+        if column.args.get("catalog") is not None:
+            raise _Refusal(RefusalReason.UNSUPPORTED_SYNTAX, "four-part column")
+        db = column.args.get("db")
+        if isinstance(db, exp.Identifier):
+            self._check_database(db)
+        if is_secret_column(column.name) and not _bare_secret_projection(column):
+            raise _Refusal(RefusalReason.SECRET_COLUMN, column.name)
+
+    def _check_database(self, db: exp.Identifier) -> None:
+        """A qualifier must name the DSN's database; it is rewritten to its exact spelling."""
+        name = db.name
+        if name.casefold() in SYSTEM_SCHEMAS:
+            raise _Refusal(RefusalReason.SYSTEM_SCHEMA, name)
+        if name.casefold() != self._database.casefold():
+            raise _Refusal(RefusalReason.OTHER_DATABASE, name)
+        db.set("this", self._database)
+
+    def _check_table(self, table: exp.Table) -> None:
+        if not isinstance(table.this, exp.Identifier):
+            raise _Refusal(RefusalReason.UNSUPPORTED_SYNTAX, "table function")
+        if table.args.get("catalog") is not None:
+            raise _Refusal(RefusalReason.UNSUPPORTED_SYNTAX, "three-part table name")
+        db = table.args.get("db")
+        if isinstance(db, exp.Identifier):
+            self._check_database(db)
+        elif table.name in _visible_cte_names(table):
+            return
+        elif _is_lone_dual(table):
+            table.parent.pop()  # type: ignore[union-attr]  # _is_lone_dual checked the parent
+            return
+        table.this.set("this", self._resolve_table(table.name))
+
+    def _resolve_table(self, name: str) -> str:
+        """The allowlisted spelling of ``name``: exact, else the single case-insensitive match."""
+        if name in self._allowed:
+            return name
+        matches = [allowed for allowed in self._allowed if allowed.casefold() == name.casefold()]
+        if len(matches) == 1:
+            return matches[0]
+        raise _Refusal(RefusalReason.TABLE_NOT_ALLOWED, name)
+
+
+def _check_function(node: exp.Func) -> None:
+    if isinstance(node, exp.Anonymous):
+        name = node.name.upper()
+        if name not in _ALLOWED_ANONYMOUS_FUNCTIONS:
+            raise _Refusal(RefusalReason.FORBIDDEN_FUNCTION, name)
+        return
+    if type(node) not in _ALLOWED_FUNCTION_NODES:
+        raise _Refusal(RefusalReason.FORBIDDEN_FUNCTION, type(node).__name__)
+
+
+def _bare_secret_projection(column: exp.Column) -> bool:
+    """True for ``SELECT api_key`` / ``SELECT t.api_key AS api_key2`` in a non-set-operation."""
+    holder: exp.Expr = column
+    parent = column.parent
+    if isinstance(parent, exp.Alias):
+        if not is_secret_column(parent.alias):
+            return False
+        holder, parent = parent, parent.parent
+    if not isinstance(parent, exp.Select) or holder.arg_key != "expressions":
+        return False
+    return parent.find_ancestor(exp.SetOperation) is None and not _renamed_by_alias_list(parent)
+
+
+def _renamed_by_alias_list(select: exp.Select) -> bool:
+    """True when an enclosing derived table or CTE renames its columns (``AS t(a, b)``)."""
+    node: exp.Expr | None = select
+    while node is not None:
+        alias = node.args.get("alias")
+        if isinstance(alias, exp.TableAlias) and alias.columns:
+            return True
+        node = node.parent
+    return False
+
+
+def _is_lone_dual(table: exp.Table) -> bool:
+    """``FROM DUAL`` alone (no joins): dropped, since back-quoted `DUAL` would be a table."""
+    if table.name.upper() != "DUAL" or table.args.get("alias") is not None:
+        return False
+    source = table.parent
+    return (
+        isinstance(source, exp.From)
+        and isinstance(source.parent, exp.Select)
+        and not source.parent.args.get("joins")
+    )
+
+
+def _visible_cte_names(table: exp.Table) -> frozenset[str]:
+    """CTE names in scope at ``table``, as the server resolves them.
+
+    In the main body every CTE of an enclosing ``WITH`` is visible; inside the i-th CTE only the
+    earlier ones (and itself under ``RECURSIVE``). Names match exactly, so any doubt falls back to
+    treating the reference as a base table, which is then checked against the allowlist.
+    """
+    names: set[str] = set()
+    child: exp.Expr = table
+    parent = table.parent
+    while parent is not None:
+        if isinstance(parent, exp.With):
+            names.update(_ctes_visible_from(parent, child))
+        elif isinstance(parent, exp.Query):
+            with_ = parent.args.get("with_")
+            if isinstance(with_, exp.With) and with_ is not child:
+                names.update(cte.alias for cte in with_.expressions)
+        child, parent = parent, parent.parent
+    return frozenset(names)
+
+
+def _ctes_visible_from(with_: exp.With, child: exp.Expr) -> list[str]:
+    """Names visible from inside ``child``, one of ``with_``'s CTEs."""
+    ctes: list[exp.CTE] = list(with_.expressions)
+    position = next((i for i, cte in enumerate(ctes) if cte is child), len(ctes))
+    visible = [cte.alias for cte in ctes[:position]]
+    if with_.args.get("recursive") and position < len(ctes):
+        visible.append(ctes[position].alias)
+    return visible
