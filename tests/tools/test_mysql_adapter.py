@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pymysql
 import pytest
 
-from tests.tools.conftest import REPO, TEST_DATABASE, admin_dsn_for
+from tests.mysql_db import REPO, TEST_DATABASE, admin_dsn_for
 from tests.tools.sql_corpus import BENIGN, HOSTILE
 from tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
 from tools.mysql import MASK, TRUNCATION_MARK, MysqlAdapter, parse_dsn

@@ -1,4 +1,4 @@
-"""Real-MariaDB fixtures for the ``query_mysql`` tests (no mocks).
+"""Real-MariaDB fixture for the ``query_mysql`` and CLI tests (no mocks).
 
 The session fixture runs ``scripts/setup_mysql.py`` into the database ``diag_test`` with the
 read-only account ``diag_test_ro``. The admin DSN comes from ``DIAG_TEST_MYSQL_ADMIN_DSN``
@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 TEST_DATABASE = "diag_test"
 TEST_RO_USER = "diag_test_ro"
 TEST_RO_PASSWORD = "diag-test-ro-Pw1"

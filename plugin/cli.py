@@ -1,0 +1,122 @@
+"""Command line: ``python -m plugin diagnose|demo`` (CONTRACTS §1).
+
+stdout carries exactly one JSON object (the Execution Result, or an ``error`` object); logs go
+to stderr. Exit codes: 0 a Draft or a controlled stop, 2 input rejected before any model call,
+1 failed closed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from plugin.errors import ConfigError, InputRejected, InputRejection
+from plugin.request import DiagnosisRequest, PreviousTurn, parse_previous_turn
+from plugin.result import ExecutionResult, Outcome
+from plugin.settings import Settings
+
+__all__ = ["main"]
+
+_log = logging.getLogger("plugin.cli")
+
+EXIT_OK, EXIT_FAILED, EXIT_REJECTED = 0, 1, 2
+
+
+def _emit(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _error(code: str, message: str) -> int:
+    _emit({"error": {"code": code, "message": message}})
+    return EXIT_REJECTED
+
+
+def exit_code(result: ExecutionResult) -> int:
+    return EXIT_FAILED if result.outcome is Outcome.FAILED else EXIT_OK
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment; a bad value is an operator error naming the setting."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        names = sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]})
+        raise ConfigError(f"invalid setting(s): {', '.join(names) or 'unknown'}") from exc
+
+
+def _read_previous_turn(path: str | None) -> PreviousTurn | None:
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputRejected(InputRejection.INVALID_PREVIOUS_TURN) from exc
+    return parse_previous_turn(text)
+
+
+async def _diagnose(args: argparse.Namespace) -> int:
+    from plugin.wiring import build_harness
+
+    try:
+        settings = load_settings()
+        request = DiagnosisRequest(args.query, _read_previous_turn(args.previous_turn))
+        harness = build_harness(settings)
+    except ConfigError as exc:
+        return _error("INVALID_SETTINGS", str(exc))
+    except InputRejected as exc:
+        return _error(exc.code.value, "input rejected before any model call")
+    try:
+        result = await harness.diagnose(request, session_id=args.session_id)
+    except InputRejected as exc:
+        return _error(exc.code.value, str(exc))
+    finally:
+        await harness.aclose()
+    _emit(result.to_json_dict())
+    return exit_code(result)
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    from plugin.demo import run_demo
+
+    return await run_demo(show_json=not args.text_only)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sre-diag", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    diagnose = commands.add_parser("diagnose", help="run one diagnosis, print the result JSON")
+    diagnose.add_argument("query")
+    diagnose.add_argument("--previous-turn", metavar="FILE")
+    diagnose.add_argument("--session-id", metavar="ID")
+    diagnose.set_defaults(run=_diagnose)
+    demo = commands.add_parser("demo", help="replay the bundled incident offline")
+    demo.add_argument("--text-only", action="store_true", help="omit the result JSON")
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    try:
+        code: int = asyncio.run(args.run(args))
+    except KeyboardInterrupt:
+        return EXIT_FAILED
+    except Exception as exc:
+        _log.error("unexpected failure: %s", type(exc).__name__)
+        _emit({"failure": {"code": "AGENT_ERROR", "detail": "UNCLASSIFIED"}})
+        return EXIT_FAILED
+    return code

@@ -1,0 +1,33 @@
+"""Builds the real adapters and the harness from settings (the composition root)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plugin.audit import build_audit_sink
+from plugin.settings import Settings
+from plugin.usecase import Harness
+from tools.base import EvidenceAdapter, ToolName
+from tools.knowledge import KnowledgeAdapter
+from tools.logs import LogsAdapter, build_log_source
+from tools.mysql import MysqlAdapter
+
+__all__ = ["build_adapters", "build_harness"]
+
+
+def build_adapters(settings: Settings) -> dict[ToolName, EvidenceAdapter[Any]]:
+    """The three evidence adapters; an unset MySQL DSN yields ``NOT_CONFIGURED`` answers."""
+    dsn = settings.mysql_dsn.get_secret_value() if settings.mysql_dsn is not None else None
+    return {
+        ToolName.LOOKUP_KNOWLEDGE: KnowledgeAdapter(settings.knowledge_dir, settings.cache_dir),
+        ToolName.QUERY_LOGS: LogsAdapter(build_log_source(settings.logs_source)),
+        ToolName.QUERY_MYSQL: MysqlAdapter(dsn, settings.mysql_allowed_tables),
+    }
+
+
+def build_harness(settings: Settings) -> Harness:
+    return Harness(
+        settings=settings,
+        adapters=build_adapters(settings),
+        audit=build_audit_sink(settings.audit_sink),
+    )
