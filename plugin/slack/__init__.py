@@ -1,0 +1,74 @@
+"""The Slack Bolt plugin: ``register(app)`` mounts the diagnosis listeners on an existing AsyncApp.
+
+::
+
+    app = AsyncApp(token=..., signing_secret=...)
+    handle = plugin.slack.register(app)        # or plugin.register(app)
+    ...
+    await handle.drain()                        # on shutdown: finish runs, post their outcome
+    await handle.close()
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from plugin.settings import Settings
+from plugin.slack.listeners import REPLAY_CALLBACK_ID, Listeners
+from plugin.slack.runs import RunManager
+from plugin.slack.state import build_state
+from plugin.usecase import Harness
+
+__all__ = ["REPLAY_CALLBACK_ID", "PluginHandle", "add_retry_handlers", "register"]
+
+
+@dataclass(frozen=True, slots=True)
+class PluginHandle:
+    """What ``register`` returns: the run manager, to drain and close on shutdown."""
+
+    manager: RunManager
+    listeners: Listeners
+
+    async def drain(self, timeout_seconds: float | None = None) -> None:
+        await self.manager.drain(timeout_seconds)
+
+    async def close(self) -> None:
+        await self.manager.close()
+
+
+def add_retry_handlers(client: AsyncWebClient) -> None:
+    """429 (honouring Retry-After) and 5xx retries, added to the client's default handlers."""
+    kinds = {type(h) for h in client.retry_handlers}
+    if AsyncRateLimitErrorRetryHandler not in kinds:
+        client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=2))
+    if AsyncServerErrorRetryHandler not in kinds:
+        client.retry_handlers.append(AsyncServerErrorRetryHandler(max_retry_count=2))
+
+
+def register(
+    app: AsyncApp,
+    settings: Settings | None = None,
+    *,
+    harness: Harness | None = None,
+    status_interval_seconds: float = 1.0,
+) -> PluginHandle:
+    """Add this product's listeners to ``app``; the caller keeps running the app."""
+    from plugin.wiring import build_harness
+
+    settings = settings or Settings()
+    harness = harness or build_harness(settings)
+    redis_url = settings.redis_url.get_secret_value() if settings.redis_url else None
+    manager = RunManager(
+        harness, settings, build_state(redis_url), status_interval_seconds=status_interval_seconds
+    )
+    add_retry_handlers(app.client)
+    listeners = Listeners(manager, settings)
+    listeners.register(app)
+    return PluginHandle(manager=manager, listeners=listeners)

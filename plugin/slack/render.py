@@ -1,0 +1,372 @@
+"""Block Kit rendering of Execution Results and live status views for Slack threads.
+
+Everything the model wrote (summary, statements, scopes, list items) and every check scope goes
+through :func:`escape`, so no model text can ping a channel, mention a user or hide a link.
+
+Every message stays inside the Block Kit limits for any Draft the schema allows: long texts are
+trimmed with a visible ``…`` and list overflow is marked ``(n more not shown)``. Lengths are
+measured in UTF-16 code units, which is never less than the code-point count slack_sdk checks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ContextBlock,
+    DividerBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
+
+from plugin.draft import AnalysisItem, CitedEvidence, Conclusion, DiagnosisDraft
+from plugin.render_text import STOP_EXPLANATIONS, check_label
+from plugin.result import Check, ExecutionResult, Outcome
+
+__all__ = [
+    "CANCEL_ACTION_ID",
+    "MAX_BLOCKS",
+    "SlackMessage",
+    "StatusView",
+    "escape",
+    "render_result",
+    "render_status",
+]
+
+CANCEL_ACTION_ID = "diag_cancel"
+
+# Block Kit limits.
+MAX_BLOCKS = 50
+SECTION_TEXT_MAX = 3000
+HEADER_TEXT_MAX = 150
+CONTEXT_ELEMENTS_MAX = 10
+BUTTON_TEXT_MAX = 75
+BUTTON_VALUE_MAX = 2000
+FALLBACK_TEXT_MAX = 3000
+
+# Our own budgets (escaped widths). Together they keep a maximum Draft well under MAX_BLOCKS.
+_PACK_MAX = SECTION_TEXT_MAX - 40  # room left in a section for the "(n more not shown)" mark
+_SUMMARY_MAX = 1500
+_STATEMENT_MAX = 1500
+_EVIDENCE_MAX = 1400
+_LABEL_MAX = 120
+_LIST_ITEM_MAX = 700
+_LIST_BLOCKS_MAX = 3
+_CHECK_LINE_MAX = 400
+_CHECK_BLOCKS_MAX = 10
+_ID_MAX = 200
+_NOTE_MAX = 1000
+
+_ELLIPSIS = "…"
+_MENTION = re.compile(r"@(?=(?:channel|here|everyone))", re.IGNORECASE)
+_ZWJ = "\u200d"
+
+REPLAY_NOTE = ":repeat: Replay of this thread's question with the current version"
+
+
+@dataclass(frozen=True, slots=True)
+class SlackMessage:
+    """What ``chat.postMessage`` / ``chat.update`` get: fallback text and serialised blocks."""
+
+    text: str
+    blocks: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StatusView:
+    """The live status message of one run (``run_key`` is the Cancel button's value)."""
+
+    run_key: str
+    state: Literal["QUEUED", "RUNNING", "FINISHED"]
+    queue_position: int | None = None
+    current_check: str | None = None
+    rounds_used: int = 0
+    max_rounds: int = 0
+    checks_done: int = 0
+    final_note: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= len(self.run_key) <= BUTTON_VALUE_MAX:
+            raise ValueError(f"run_key must be 1..{BUTTON_VALUE_MAX} characters")
+
+
+# --------------------------------------------------------------------------- text helpers
+
+
+def escape(text: str) -> str:
+    """Slack mrkdwn escaping of untrusted text; ``@channel``/``@here``/``@everyone`` are defused."""
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MENTION.sub("@" + _ZWJ, escaped)
+
+
+def _width(text: str) -> int:
+    """Length in UTF-16 code units (>= the code-point count)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _fit(raw: str, limit: int) -> str:
+    """``escape(raw)``, or the longest escaped prefix plus ``…`` that fits in ``limit``."""
+    full = escape(raw)
+    if _width(full) <= limit:
+        return full
+    lo, hi = 0, len(raw)  # invariant: prefix of length lo fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _width(escape(raw[:mid]) + _ELLIPSIS) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return escape(raw[:lo]).rstrip() + _ELLIPSIS
+
+
+def _more(count: int) -> str:
+    return f"_({count} more not shown)_"
+
+
+def _pack(title: str, lines: Sequence[str], *, max_blocks: int) -> list[str]:
+    """Group ``lines`` (each shorter than ``_PACK_MAX``) into at most ``max_blocks`` texts."""
+    chunks: list[str] = [title]
+    for shown, line in enumerate(lines):
+        if _width(chunks[-1]) + 1 + _width(line) <= _PACK_MAX:
+            chunks[-1] += "\n" + line
+        elif len(chunks) < max_blocks:
+            chunks.append(line)
+        else:
+            chunks[-1] += "\n" + _more(len(lines) - shown)
+            break
+    return chunks
+
+
+def _section(text: str) -> SectionBlock:
+    return SectionBlock(text=MarkdownTextObject(text=text))
+
+
+def _sections(texts: Iterable[str]) -> list[Block]:
+    return [_section(t) for t in texts]
+
+
+def _context(*texts: str) -> ContextBlock:
+    return ContextBlock(elements=[MarkdownTextObject(text=t) for t in texts])
+
+
+def _header(text: str) -> HeaderBlock:
+    return HeaderBlock(text=PlainTextObject(text=text[:HEADER_TEXT_MAX], emoji=True))
+
+
+def _message(text: str, blocks: Sequence[Block]) -> SlackMessage:
+    fallback = text if _width(text) <= FALLBACK_TEXT_MAX else _fit(text, FALLBACK_TEXT_MAX)
+    return SlackMessage(text=fallback, blocks=tuple(b.to_dict() for b in blocks[:MAX_BLOCKS]))
+
+
+# --------------------------------------------------------------------------- checks
+
+
+class _Checks:
+    """The run's checks, each with a short 1-based index for citations."""
+
+    def __init__(self, result: ExecutionResult) -> None:
+        self.all: tuple[Check, ...] = result.progress.checks if result.progress else ()
+        self._index: dict[str, int] = {}
+        for n, check in enumerate(self.all, 1):
+            self._index.setdefault(check.tool_call_id, n)
+
+    def number(self, check: Check) -> int:
+        return self._index[check.tool_call_id]
+
+    def cite(self, tool_call_id: str) -> str:
+        n = self._index.get(tool_call_id)
+        if n is None:
+            return f"{_fit(tool_call_id, 60)} (not in progress)"
+        return f"#{n} {_fit(check_label(self.all[n - 1]), _LABEL_MAX)}"
+
+    def cite_all(self, ids: Sequence[str]) -> str:
+        return _fit_joined([self.cite(i) for i in ids], "; ", _EVIDENCE_MAX)
+
+    def line(self, check: Check) -> str:
+        if check.error_code:
+            detail = f"{_fit(check.status, 30)} ({_fit(check.error_code, 60)})"
+        else:
+            detail = f"{_fit(check.status, 30)} · {check.item_count} items"
+        label = _fit(check_label(check), _CHECK_LINE_MAX - 150)
+        return f"#{self.number(check)} {label} — {detail}"
+
+
+def _fit_joined(parts: Sequence[str], sep: str, limit: int) -> str:
+    """Join already-escaped parts, dropping trailing ones with a visible mark if needed."""
+    for keep in range(len(parts), 0, -1):
+        tail = "" if keep == len(parts) else f"{sep}{_more(len(parts) - keep)}"
+        text = sep.join(parts[:keep]) + tail
+        if _width(text) <= limit:
+            return text
+    return _more(len(parts))
+
+
+def _checks_sections(title: str, checks: _Checks, selected: Sequence[Check]) -> list[Block]:
+    if not selected:
+        return [_section(f"{title}\nNothing was checked.")]
+    lines = [checks.line(c) for c in selected]
+    return _sections(_pack(title, lines, max_blocks=_CHECK_BLOCKS_MAX))
+
+
+# --------------------------------------------------------------------------- draft
+
+
+def _conclusion_section(conclusion: Conclusion | None, checks: _Checks) -> SectionBlock:
+    if conclusion is None:
+        return _section("*No confirmed conclusion.* See what is still missing below.")
+    return _section(
+        f"*Conclusion* (confidence: *{conclusion.confidence.value}*)\n"
+        f"{_fit(conclusion.summary, _SUMMARY_MAX)}\n"
+        f"Evidence: {checks.cite_all(conclusion.evidence_tool_call_ids)}"
+    )
+
+
+def _analysis_section(n: int, item: AnalysisItem, checks: _Checks) -> SectionBlock:
+    kind = "Finding" if item.kind == "FINDING" else "Negative observation"
+    if isinstance(item.evidence, CitedEvidence):
+        evidence = f"Evidence: {checks.cite_all(item.evidence.tool_call_ids)}"
+    else:
+        evidence = f"No evidence found in: {_fit(item.evidence.scope, _EVIDENCE_MAX)}"
+    return _section(f"*{n}. {kind}:* {_fit(item.statement, _STATEMENT_MAX)}\n{evidence}")
+
+
+def _list_sections(title: str, items: Sequence[str]) -> list[Block]:
+    if not items:
+        return []
+    lines = [f"• {_fit(item, _LIST_ITEM_MAX)}" for item in items]
+    return _sections(_pack(f"*{title}*", lines, max_blocks=_LIST_BLOCKS_MAX))
+
+
+def _draft_blocks(draft: DiagnosisDraft, checks: _Checks) -> list[Block]:
+    blocks: list[Block] = [_conclusion_section(draft.conclusion, checks)]
+    if draft.analysis:
+        blocks += [DividerBlock(), _section("*Analysis*")]
+        blocks += [_analysis_section(n, i, checks) for n, i in enumerate(draft.analysis, 1)]
+    lists = (
+        ("Action plan", draft.action_plan),
+        ("Recommendations", draft.recommendations),
+        ("Limitations — checked scope", draft.limitations.checked_scope),
+        ("Limitations — still missing", draft.limitations.missing_info),
+    )
+    if any(items for _, items in lists):
+        blocks.append(DividerBlock())
+    for title, items in lists:
+        blocks += _list_sections(title, items)
+    return blocks
+
+
+def _draft_headline(draft: DiagnosisDraft) -> tuple[str, str]:
+    """(header text, fallback summary) of a Draft."""
+    c = draft.conclusion
+    if c is None:
+        return "Diagnosis: No confirmed conclusion", "Diagnosis: No confirmed conclusion"
+    summary = f"Diagnosis ({c.confidence.value} confidence): {_fit(c.summary, 2500)}"
+    return f"Diagnosis: conclusion ({c.confidence.value} confidence)", summary
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _footer(result: ExecutionResult) -> ContextBlock:
+    u = result.usage
+    return _context(
+        f"Run {_fit(result.run_id, _ID_MAX)}",
+        f"{u.model_calls} model calls",
+        f"{u.prompt_tokens + u.completion_tokens} tokens "
+        f"({u.prompt_tokens} prompt + {u.completion_tokens} completion)",
+        f"{u.tool_calls} tool calls",
+        f"{u.elapsed_ms / 1000:.1f} s",
+    )
+
+
+def _stop_text(result: ExecutionResult) -> str:
+    if result.stop_reason is None:
+        return "Stopped before a diagnosis was written."
+    return escape(STOP_EXPLANATIONS[result.stop_reason])
+
+
+def _failure_text(result: ExecutionResult) -> str:
+    f = result.failure
+    if f is None:
+        return "The diagnosis failed closed; no conclusion was produced."
+    return (
+        f"The diagnosis failed closed ({escape(f.code.value)}: {_fit(f.detail, _ID_MAX)}); "
+        "no conclusion was produced."
+    )
+
+
+def _body(result: ExecutionResult, checks: _Checks) -> tuple[str, str, list[Block]]:
+    """(header, fallback summary, body blocks) for the result's outcome."""
+    if result.outcome is Outcome.DRAFT and result.draft is not None:
+        header, summary = _draft_headline(result.draft)
+        return header, summary, _draft_blocks(result.draft, checks)
+    if result.outcome is Outcome.STOPPED:
+        stop = _stop_text(result)
+        stopped = [_section(stop), *_checks_sections("*What was checked*", checks, checks.all)]
+        return "Diagnosis stopped", stop, stopped
+    text = _failure_text(result)
+    failed: list[Block] = [_section(f"{text}\nRun {_fit(result.run_id, _ID_MAX)}")]
+    if result.progress is not None:
+        ready = [c for c in checks.all if c.status == "READY"]
+        failed += _checks_sections("*Checks that completed*", checks, ready)
+    return "Diagnosis failed", text, failed
+
+
+def render_result(result: ExecutionResult, *, replay: bool = False) -> SlackMessage:
+    """The thread message for a finished run (a Draft, a controlled stop or a closed failure)."""
+    checks = _Checks(result)
+    header, summary, body = _body(result, checks)
+    blocks: list[Block] = [_header(header)]
+    if replay:
+        blocks.append(_context(REPLAY_NOTE))
+    blocks += body[: MAX_BLOCKS - len(blocks) - 2]  # the budgets above keep this a no-op
+    blocks += [DividerBlock(), _footer(result)]
+    prefix = "Replay — " if replay else ""
+    return _message(f"{prefix}{summary} (run {_fit(result.run_id, _ID_MAX)})", blocks)
+
+
+# --------------------------------------------------------------------------- status
+
+
+def _cancel_button(run_key: str) -> ActionsBlock:
+    button = ButtonElement(
+        text=PlainTextObject(text="Cancel"),
+        action_id=CANCEL_ACTION_ID,
+        value=run_key,
+        style="danger",
+    )
+    return ActionsBlock(elements=[button])
+
+
+def _status_line(view: StatusView) -> str:
+    if view.state == "QUEUED":
+        if view.queue_position is None:
+            return "Queued"
+        return f"Queued — position {view.queue_position}"
+    if view.state == "RUNNING":
+        rounds = f"round {view.rounds_used}"
+        if view.max_rounds:
+            rounds += f" of {view.max_rounds}"
+        return f"Running — {rounds} · {view.checks_done} checks done"
+    return _fit(view.final_note, _NOTE_MAX) if view.final_note else "Finished"
+
+
+def render_status(view: StatusView) -> SlackMessage:
+    """The live status message of a run; QUEUED and RUNNING carry the Cancel button."""
+    line = _status_line(view)
+    text = line
+    if view.state == "RUNNING":
+        current = _fit(view.current_check, _NOTE_MAX) if view.current_check else "starting"
+        text += f"\nCurrent check: {current}"
+    blocks: list[Block] = [_section(text)]
+    if view.state != "FINISHED":
+        blocks.append(_cancel_button(view.run_key))
+    return _message(line, blocks)

@@ -1,0 +1,148 @@
+"""The frozen previous turn, carried in the answer's message metadata (CONTRACTS §7).
+
+Each answer the bot posts carries ``metadata = {"event_type": "diag_turn", "event_payload":
+{"turn": {query, conclusion, missing_info}, "input": {"query", "previous_turn"}, "run_id"}}``.
+A follow-up in the same thread reads back the latest such turn posted by this bot — never the
+raw thread history, never another thread. ``input`` is what a replay re-runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from plugin.request import PreviousTurn
+from plugin.result import ExecutionResult
+
+__all__ = [
+    "EVENT_TYPE",
+    "RecordedInput",
+    "find_recorded_input",
+    "latest_turn",
+    "turn_metadata",
+]
+
+_log = logging.getLogger(__name__)
+
+EVENT_TYPE = "diag_turn"
+_MAX_PAGES = 10
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedInput:
+    """The question an answer was given to, and the previous turn it used."""
+
+    query: str
+    previous_turn: PreviousTurn | None
+
+
+def turn_metadata(
+    query: str, previous: PreviousTurn | None, result: ExecutionResult
+) -> dict[str, Any]:
+    """The metadata of an answer message: the turn it freezes and the input it answered."""
+    draft = result.draft
+    if draft is not None:
+        conclusion = draft.conclusion.summary if draft.conclusion else None
+        missing = list(draft.limitations.missing_info)
+    else:
+        conclusion, missing = None, []
+    turn = PreviousTurn(query=query, conclusion=conclusion, missing_info=tuple(missing))
+    return {
+        "event_type": EVENT_TYPE,
+        "event_payload": {
+            "turn": turn.model_dump(mode="json"),
+            "input": {
+                "query": query,
+                "previous_turn": previous.model_dump(mode="json") if previous else None,
+            },
+            "run_id": result.run_id,
+        },
+    }
+
+
+async def _thread_messages(
+    client: AsyncWebClient, channel: str, thread_ts: str
+) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for _ in range(_MAX_PAGES):
+        response = await client.conversations_replies(
+            channel=channel, ts=thread_ts, include_all_metadata=True, limit=200, cursor=cursor
+        )
+        messages.extend(response.get("messages") or [])
+        cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+        if not cursor:
+            break
+    return messages
+
+
+def _ours(message: dict[str, Any], bot_id: str | None) -> dict[str, Any] | None:
+    metadata = message.get("metadata") or {}
+    if metadata.get("event_type") != EVENT_TYPE:
+        return None
+    if bot_id is not None and message.get("bot_id") != bot_id:
+        return None
+    payload = metadata.get("event_payload")
+    return payload if isinstance(payload, dict) else None
+
+
+def _turn_from(payload: dict[str, Any]) -> PreviousTurn | None:
+    try:
+        return PreviousTurn.model_validate(payload.get("turn"), strict=False)
+    except ValidationError:
+        return None
+
+
+async def latest_turn(
+    client: AsyncWebClient,
+    channel: str,
+    thread_ts: str,
+    bot_id: str | None,
+    *,
+    before: str | None = None,
+) -> PreviousTurn | None:
+    """The latest frozen turn this bot posted in the thread (optionally before ``before``)."""
+    try:
+        messages = await _thread_messages(client, channel, thread_ts)
+    except Exception as exc:  # Slack down: the run goes on without a previous turn, logged
+        _log.warning("could not read thread %s: %s", thread_ts, type(exc).__name__)
+        return None
+    turns = [
+        (float(m.get("ts", "0")), payload)
+        for m in messages
+        if (payload := _ours(m, bot_id)) is not None
+        and (before is None or float(m.get("ts", "0")) < float(before))
+    ]
+    for _, payload in sorted(turns, key=lambda pair: pair[0], reverse=True):
+        turn = _turn_from(payload)
+        if turn is not None:
+            return turn
+    return None
+
+
+async def find_recorded_input(
+    client: AsyncWebClient, channel: str, thread_ts: str, message_ts: str, bot_id: str | None
+) -> RecordedInput | None:
+    """The recorded input of the answer at ``message_ts`` in the thread, if it is one of ours."""
+    messages = await _thread_messages(client, channel, thread_ts)
+    for message in messages:
+        if message.get("ts") != message_ts:
+            continue
+        payload = _ours(message, bot_id)
+        if payload is None:
+            return None
+        recorded = payload.get("input") or {}
+        query = recorded.get("query")
+        if not isinstance(query, str) or not query.strip():
+            return None
+        previous = recorded.get("previous_turn")
+        try:
+            turn = PreviousTurn.model_validate(previous, strict=False) if previous else None
+        except ValidationError:
+            return None
+        return RecordedInput(query=query, previous_turn=turn)
+    return None
