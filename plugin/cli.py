@@ -1,4 +1,4 @@
-"""Command line: ``python -m plugin diagnose|demo`` (CONTRACTS §1).
+"""Command line: ``python -m plugin diagnose|serve|replay|demo`` (CONTRACTS §1).
 
 stdout carries exactly one JSON object (the Execution Result, or an ``error`` object); logs go
 to stderr. Exit codes: 0 a Draft or a controlled stop, 2 input rejected before any model call,
@@ -84,6 +84,32 @@ async def _diagnose(args: argparse.Namespace) -> int:
     return exit_code(result)
 
 
+async def _serve(args: argparse.Namespace) -> int:
+    from plugin.slack.serve import serve
+
+    try:
+        settings = load_settings()
+        await serve(settings, http=args.http, port=args.port)
+    except ConfigError as exc:
+        return _error("INVALID_SETTINGS", str(exc))
+    return EXIT_OK
+
+
+async def _replay(args: argparse.Namespace) -> int:
+    from plugin.slack.replay import ReplayError, replay_envelope
+
+    try:
+        output = await replay_envelope(Path(args.file), load_settings())
+    except ConfigError as exc:
+        return _error("INVALID_SETTINGS", str(exc))
+    except ReplayError as exc:
+        return _error(exc.code, str(exc))
+    for post in output.posts:
+        sys.stdout.write(post + "\n\n")
+    _emit(output.result.to_json_dict())
+    return exit_code(output.result)
+
+
 async def _demo(args: argparse.Namespace) -> int:
     from plugin.demo import run_demo
 
@@ -98,6 +124,13 @@ def _parser() -> argparse.ArgumentParser:
     diagnose.add_argument("--previous-turn", metavar="FILE")
     diagnose.add_argument("--session-id", metavar="ID")
     diagnose.set_defaults(run=_diagnose)
+    serve = commands.add_parser("serve", help="run the Slack app (Socket Mode or HTTP)")
+    serve.add_argument("--http", action="store_true", help="HTTP mode even with SLACK_APP_TOKEN")
+    serve.add_argument("--port", type=int, default=3000)
+    serve.set_defaults(run=_serve)
+    replay = commands.add_parser("replay", help="replay a recorded Slack event envelope")
+    replay.add_argument("file")
+    replay.set_defaults(run=_replay)
     demo = commands.add_parser("demo", help="replay the bundled incident offline")
     demo.add_argument("--text-only", action="store_true", help="omit the result JSON")
     demo.set_defaults(run=_demo)

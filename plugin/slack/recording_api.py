@@ -8,6 +8,7 @@ read them back with their metadata, and can be told to fail a method (HTTP 429 w
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections.abc import Iterable
@@ -43,7 +44,10 @@ class RecordingSlackApi:
 
     calls: list[RecordedCall] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    socket_mode_url: str | None = None
+    """What ``apps.connections.open`` answers (a local WebSocket server in tests)."""
     _failures: dict[str, list[_Failure]] = field(default_factory=dict)
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _ts: Iterable[int] = field(default_factory=lambda: itertools.count(1))
     _runner: web.AppRunner | None = None
     _port: int = 0
@@ -96,6 +100,11 @@ class RecordingSlackApi:
         self.messages.append(stored)
         return stored
 
+    async def wait_for_calls(self, method: str, count: int) -> None:
+        """Return once ``method`` was called ``count`` times."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: len(self.calls_of(method)) >= count)
+
     def calls_of(self, method: str) -> list[RecordedCall]:
         return [c for c in self.calls if c.method == method]
 
@@ -108,6 +117,8 @@ class RecordingSlackApi:
         method = request.match_info["method"]
         params = await _params(request)
         self.calls.append(RecordedCall(method, params))
+        async with self._changed:
+            self._changed.notify_all()
         failure = self._take_failure(method)
         if failure is not None:
             return _failure_response(failure)
@@ -116,6 +127,7 @@ class RecordingSlackApi:
             "chat.postMessage": self._post_message,
             "chat.update": self._update,
             "conversations.replies": self._replies,
+            "apps.connections.open": self._connections_open,
         }.get(method)
         body = handler(params) if handler else {"ok": True}
         return web.json_response(body)
@@ -141,6 +153,11 @@ class RecordingSlackApi:
             "bot_id": BOT_ID,
             "is_enterprise_install": False,
         }
+
+    def _connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.socket_mode_url is None:
+            return {"ok": False, "error": "not_allowed_token_type"}
+        return {"ok": True, "url": self.socket_mode_url}
 
     def _post_message(self, params: dict[str, Any]) -> dict[str, Any]:
         message = self.seed_message(

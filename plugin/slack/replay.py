@@ -1,0 +1,105 @@
+"""``python -m plugin replay FILE``: a recorded Slack event envelope, through the same listeners.
+
+The envelope (JSON, as Slack delivers it) is signed and dispatched to a Bolt app with this
+plugin mounted, whose Web API is a local recording server; the event's channel counts as an
+admin channel for the replay. It prints what would have been posted (a text reading of the
+blocks) and, as the last line, the Execution Result JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.web.async_client import AsyncWebClient
+
+from plugin.result import ExecutionResult
+from plugin.settings import Settings
+from plugin.slack import register
+from plugin.slack.recording_api import RecordingSlackApi, blocks_to_text
+
+__all__ = ["ReplayError", "ReplayOutput", "replay_envelope"]
+
+_SECRET = "local-replay-signing-secret"
+
+
+class ReplayError(Exception):
+    """The file is not a replayable event envelope, or the gate ignored it."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class ReplayOutput:
+    """What the replay posted, and the run's result."""
+
+    def __init__(self, posts: list[str], result: ExecutionResult) -> None:
+        self.posts = posts
+        self.result = result
+
+
+def _load(path: Path) -> tuple[str, dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+        envelope = json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ReplayError("INVALID_ENVELOPE", "the file is not a JSON event envelope") from exc
+    event = envelope.get("event") if isinstance(envelope, dict) else None
+    if not isinstance(event, dict) or event.get("type") != "app_mention":
+        raise ReplayError("INVALID_ENVELOPE", "expected an event_callback with an app_mention")
+    if not isinstance(event.get("channel"), str):
+        raise ReplayError("INVALID_ENVELOPE", "the event has no channel")
+    return text, event
+
+
+async def replay_envelope(path: Path, settings: Settings) -> ReplayOutput:
+    body, event = _load(path)
+    async with RecordingSlackApi() as slack:
+        replay_settings = settings.model_copy(
+            update={"admin_channels": (event["channel"],), "slack_api_url": slack.base_url}
+        )
+        client = AsyncWebClient(token="xoxb-local-replay", base_url=slack.base_url)
+        app = AsyncApp(client=client, signing_secret=_SECRET, process_before_response=True)
+        handle = register(app, replay_settings)
+        try:
+            timestamp = str(int(time.time()))
+            headers: dict[str, str | Sequence[str]] = {
+                "content-type": "application/json",
+                "x-slack-request-timestamp": timestamp,
+                "x-slack-signature": SignatureVerifier(_SECRET).generate_signature(
+                    timestamp=timestamp, body=body
+                )
+                or "",
+            }
+            await app.async_dispatch(AsyncBoltRequest(body=body, headers=headers))
+            await handle.manager.wait_idle()
+            ignored = handle.listeners.ignored
+            if not handle.manager.completed:
+                reason = ignored[-1].value if ignored else "NO_RUN"
+                raise ReplayError("IGNORED_EVENT", f"the event started no diagnosis ({reason})")
+            result = handle.manager.completed[-1]
+        finally:
+            await handle.close()
+        posts = [
+            f"[{call.method} thread_ts={call.params.get('thread_ts') or call.params.get('ts')}]\n"
+            + _reading(call.params)
+            for call in slack.calls
+            if call.method in {"chat.postMessage", "chat.update"}
+        ]
+    return ReplayOutput(posts, result)
+
+
+def _reading(params: dict[str, Any]) -> str:
+    blocks = params.get("blocks")
+    if isinstance(blocks, str):
+        blocks = json.loads(blocks)
+    if isinstance(blocks, list) and blocks:
+        return blocks_to_text(blocks)
+    return str(params.get("text", ""))
