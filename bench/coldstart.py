@@ -1,0 +1,97 @@
+"""Item 5: ``python -m plugin diagnose`` from process start to its first model request."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import REPO, Row, Sizes, median
+from bench.fake_model import FakeModelProcess
+from bench.tools_mysql import DEFAULT_DSN
+
+__all__ = ["run_coldstart"]
+
+SECTION = "5 cold start"
+QUERY = "payment-api 5xx since 10:05 UTC 2026-11-28"
+_IMPORT_PROBE = (
+    "import time; t = time.perf_counter(); import plugin.cli, plugin.wiring; "
+    "print(time.perf_counter() - t)"
+)
+
+
+def _env(base_url: str, tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DIAG_", "OPENAI_"))}
+    env.update(
+        OPENAI_BASE_URL=base_url,
+        OPENAI_API_KEY="bench-key",
+        DIAG_MODEL="bench-model",
+        DIAG_AUDIT_SINK=f"jsonl:{tmp / 'audit'}",
+        DIAG_CACHE_DIR=str(tmp / "cache"),
+        DIAG_MYSQL_DSN=DEFAULT_DSN,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+    )
+    return env
+
+
+async def _one(tmp: Path) -> tuple[float, float, int]:
+    """(ms to first model request, ms to exit, exit code) of one fresh process."""
+    with FakeModelProcess(delay=0.0) as server:
+        env = _env(server.base_url, tmp)
+        started = time.time()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "plugin", "diagnose", QUERY, cwd=tmp, env=env,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        code = await asyncio.wait_for(proc.wait(), timeout=120)
+        exited = time.time()
+        first = (await server.stats())["first_request_at"]
+    if first is None:
+        return float("nan"), (exited - started) * 1000, code
+    return (float(first) - started) * 1000, (exited - started) * 1000, code
+
+
+def _import_seconds(tmp: Path) -> float:
+    completed = subprocess.run(
+        [sys.executable, "-c", _IMPORT_PROBE], cwd=tmp, env=_env("http://127.0.0.1:9/v1", tmp),
+        capture_output=True, text=True,
+        check=True, timeout=120,
+    )  # fmt: skip
+    return float(completed.stdout.strip())
+
+
+async def run_coldstart(sizes: Sizes) -> list[Row]:
+    firsts: list[float] = []
+    totals: list[float] = []
+    codes: list[int] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(sizes.cold_starts):
+            first, total, code = await _one(Path(tmp))
+            firsts.append(first)
+            totals.append(total)
+            codes.append(code)
+        imports = None
+        if sizes.import_probe:
+            imports = await asyncio.to_thread(_import_seconds, Path(tmp))
+    detail = {
+        "max_ms": round(max(firsts), 1),
+        "process_total_p50_ms": round(median(totals), 1),
+        "starts": len(firsts),
+        "nonzero_exits": sum(1 for c in codes if c != 0),
+    }
+    if imports is not None:
+        detail["import_plugin_cli_and_wiring_ms"] = round(imports * 1000, 1)
+    return [
+        Row(
+            SECTION,
+            "process start -> first model request, p50",
+            round(median(firsts), 1),
+            "ms",
+            detail=detail,
+            note="subprocess `python -m plugin diagnose`, fresh fake model per start",
+        )
+    ]
