@@ -8,14 +8,17 @@ that the extra ones can be answered with ``ONE_TOOL_PER_ROUND`` instead of vanis
 
 ``ModelRoundGate`` is a callback handler on the LLM's own CallbackManager. Its
 ``on_event_start`` runs before the HTTP request of every round: a failed check raises a typed
-``BudgetStop`` there, so the request never reaches the server. ``on_event_end`` records usage.
+``BudgetStop`` there, so the request never reaches the server. ``on_event_end`` records usage
+and refuses a response whose text is larger than any Draft may be (``OversizedResponse``)
+before the framework's memory tokenizes it: tiktoken needs minutes of CPU on a multi-megabyte
+text, in a worker thread that neither the deadline nor a cancel can stop.
 (The instrumentation dispatcher swallows handler exceptions, so it could not enforce anything.)
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeGuard
 
 import httpx
 from llama_index.core.base.llms.types import ChatResponse, LLMMetadata
@@ -27,10 +30,21 @@ from llama_index.llms.openai import OpenAI
 from plugin.context import RunContext
 from plugin.hooks import ModelRound
 
-__all__ = ["DiagnosisLLM", "ModelRoundGate", "build_llm"]
+__all__ = ["DiagnosisLLM", "ModelRoundGate", "OversizedResponse", "build_llm"]
 
 # Without reported usage, tokens are estimated from bytes (about 4 bytes a token, rounded up).
 _BYTES_PER_TOKEN = 4
+
+
+class OversizedResponse(Exception):
+    """A model response's text exceeds the Draft byte limit; it never enters the agent loop.
+
+    ``final`` is True when the response was the final text (then it is an oversized Draft).
+    """
+
+    def __init__(self, *, final: bool) -> None:
+        self.final = final
+        super().__init__("OVERSIZED")
 
 
 class DiagnosisLLM(OpenAI):
@@ -103,13 +117,17 @@ class ModelRoundGate(BaseCallbackHandler):
         ctx.hooks.model_round(ctx, model_round)
         # A round whose reported usage overran the budget ends the run: nothing it asked runs.
         ctx.budgets.check_tokens(ctx.usage)
+        if isinstance(response, ChatResponse):
+            _check_text_size(response, ctx.budgets.max_draft_bytes)
 
     def _record_usage(self, model_round: ModelRound, response: ChatResponse, messages: Any) -> None:
         usage = self._ctx.usage
         counts = response.additional_kwargs
         prompt = counts.get("prompt_tokens")
         completion = counts.get("completion_tokens")
-        if isinstance(prompt, int) and isinstance(completion, int):
+        # A count that is not a non-negative integer is not usage: a negative one would refill
+        # the budget. It is treated like a missing one and estimated.
+        if _is_count(prompt) and _is_count(completion):
             model_round.prompt_tokens, model_round.completion_tokens = prompt, completion
         else:
             model_round.usage_reported = False
@@ -129,6 +147,19 @@ class ModelRoundGate(BaseCallbackHandler):
         self, trace_id: str | None = None, trace_map: dict[str, list[str]] | None = None
     ) -> None:
         return None
+
+
+def _is_count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_text_size(response: ChatResponse, max_bytes: int) -> None:
+    """Refuse a response text no Draft could be, before the framework stores and tokenizes it."""
+    text = response.message.content or ""
+    # Cheap bound first: a str of n characters has at least n UTF-8 bytes.
+    if len(text) > max_bytes or len(text.encode("utf-8")) > max_bytes:
+        calls = [b for b in response.message.blocks if b.block_type == "tool_call"]
+        raise OversizedResponse(final=not calls)
 
 
 def _estimate_tokens(value: Any) -> int:

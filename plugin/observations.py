@@ -71,7 +71,10 @@ STOP_HINT = (
 
 
 def _dump(observation: dict[str, Any]) -> str:
-    return json.dumps(observation, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(observation, ensure_ascii=False, separators=(",", ":"))
+    # Evidence may decode to text that is not valid Unicode (a log line's escaped lone
+    # surrogate): it becomes "?" so the observation stays encodable UTF-8 and one JSON object.
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _head(tool_call_id: str, tool: str, status: EvidenceStatus) -> dict[str, Any]:

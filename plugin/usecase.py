@@ -26,11 +26,11 @@ from plugin.agent import build_agent
 from plugin.audit import AuditSink, audit_record
 from plugin.budget import Budgets
 from plugin.context import RunContext, new_run_id
-from plugin.draft import DraftRejected, parse_draft
+from plugin.draft import DraftDefect, DraftRejected, parse_draft
 from plugin.errors import BudgetStop, RunStop, StopReason
 from plugin.hooks import HookSet, StepHook
 from plugin.interceptor import ToolInterceptor
-from plugin.llm import build_llm
+from plugin.llm import OversizedResponse, build_llm
 from plugin.prompts import system_prompt
 from plugin.request import DiagnosisRequest, InputLimits, model_input
 from plugin.result import (
@@ -201,6 +201,10 @@ async def _abort(handler: WorkflowHandler, run: asyncio.Future[Any]) -> None:
 def _classify_failure(ctx: RunContext, exc: BaseException) -> tuple[FailureCode, str]:
     chain = _exception_chain(exc)
     for item in chain:
+        if isinstance(item, OversizedResponse):
+            if item.final:
+                return FailureCode.INVALID_DRAFT, DraftDefect.OVERSIZED.value
+            return FailureCode.MODEL_ERROR, "OVERSIZED_RESPONSE"
         if isinstance(item, openai.APIStatusError):
             return FailureCode.MODEL_ERROR, f"HTTP_{item.status_code}"
         if isinstance(item, openai.APITimeoutError):
