@@ -47,6 +47,7 @@ import logging
 import re
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -376,10 +377,16 @@ class KnowledgeAdapter:
         cache_dir: Path,
         *,
         segmenter: Segmenter = jieba_tokens,
+        rescan_interval_seconds: float = 5.0,
     ) -> None:
         self.store = KnowledgeStore(knowledge_dir, cache_dir, segmenter)
         _JIEBA.cache_dir = _JIEBA.cache_dir or cache_dir / "jieba"
         self._lock = asyncio.Lock()
+        # Re-scanning a large folder costs ~20 ms (bench); within this interval the last
+        # checked index is used as is, and a changed file is picked up on the next check.
+        self._rescan_interval = rescan_interval_seconds
+        self._checked_at: float | None = None
+        self._current: _Index | None = None
 
     @property
     def tool(self) -> ToolName:
@@ -387,16 +394,35 @@ class KnowledgeAdapter:
 
     async def invoke(self, call: AdapterCall[KnowledgeInput]) -> AdapterResult:
         """Find the ``top_k`` best sections; an unreadable folder is ``UNAVAILABLE``."""
-        async with self._lock:
-            try:
-                index = await asyncio.to_thread(self.store.refresh)
-            except OSError as exc:
-                logger.warning("knowledge folder unavailable (%s)", type(exc).__name__)
-                return Failed(AdapterErrorCode.UNAVAILABLE)
+        try:
+            index = await self._index()
+        except OSError as exc:
+            logger.warning("knowledge folder unavailable (%s)", type(exc).__name__)
+            return Failed(AdapterErrorCode.UNAVAILABLE)
         if index is None:
             return Ready(items=[])
         hits = await asyncio.to_thread(index.search, call.input.query, call.input.top_k)
         return Ready(items=[_project(hit) for hit in hits])
+
+    def _fresh(self) -> bool:
+        checked = self._checked_at
+        return checked is not None and time.monotonic() - checked < self._rescan_interval
+
+    async def _index(self) -> _Index | None:
+        if self._fresh():
+            return self._current
+        async with self._lock:
+            if not self._fresh():
+                self._current = await asyncio.to_thread(self.store.refresh)
+                self._checked_at = time.monotonic()
+            return self._current
+
+    async def warm(self) -> None:
+        """Build or load the index now (at startup) instead of on the first question."""
+        try:
+            await self._index()
+        except OSError as exc:
+            logger.warning("knowledge folder unavailable at startup (%s)", type(exc).__name__)
 
     async def aclose(self) -> None:
         """Nothing to release: the index is plain memory plus files."""

@@ -214,6 +214,30 @@ def _matches(record: LogRecord, q: LogsInput, needle: str | None) -> bool:
     return needle is None or needle in record.message.casefold()
 
 
+def _prefilter_tokens(q: LogsInput, needle: str | None) -> tuple[tuple[bytes, bool], ...]:
+    """Byte strings a matching line must contain, checked before the JSON is parsed.
+
+    Parsing every line of a busy hour dominated the cost of a filtered query (bench: p99 ~3 s on
+    a 240k-line hour). A level is a JSON string as encoders write it (``"ERROR"``); an ASCII
+    ``contains`` without quote or backslash appears literally (compared case-insensitively).
+    Candidates are then parsed and matched exactly, so the prefilter only skips work.
+    """
+    tokens: list[tuple[bytes, bool]] = []
+    if q.level is not None:
+        tokens.append((json.dumps(q.level.value).encode(), False))
+    if needle is not None and needle.isascii() and not ({'"', "\\"} & set(needle)):
+        if all(32 <= ord(char) < 127 for char in needle):
+            tokens.append((needle.encode(), True))
+    return tuple(tokens)
+
+
+def _may_match(raw: bytes, tokens: tuple[tuple[bytes, bool], ...]) -> bool:
+    for token, folded in tokens:
+        if token not in (raw.lower() if folded else raw):
+            return False
+    return True
+
+
 class JsonlLogSource:
     """Searches ``<folder>/<service>/<YYYY-MM-DD>/<HH>.jsonl`` files (see module docs)."""
 
@@ -258,10 +282,13 @@ class JsonlLogSource:
         if not path.is_file():
             return
         scan.files.append(path.relative_to(self.folder).as_posix())
+        tokens = _prefilter_tokens(q, needle)
         with path.open("rb") as handle:
             for raw in _lines(handle):
                 scan.lines += 1
                 if raw is not None and not raw.strip():
+                    continue
+                if raw is not None and tokens and not _may_match(raw, tokens):
                     continue
                 record = parse_line(raw) if raw is not None else None
                 if record is None:

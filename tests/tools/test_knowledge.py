@@ -166,7 +166,7 @@ async def test_index_is_persisted_and_reused(runbooks: Path, tmp_path: Path) -> 
 
 
 async def test_index_is_rebuilt_when_one_file_changes(runbooks: Path, tmp_path: Path) -> None:
-    adapter = KnowledgeAdapter(runbooks, tmp_path / "cache")
+    adapter = KnowledgeAdapter(runbooks, tmp_path / "cache", rescan_interval_seconds=0)
     await _items(adapter, "redis latency")
     before = adapter.store.fingerprint
     redis = runbooks / REDIS
@@ -181,7 +181,7 @@ async def test_index_is_rebuilt_when_one_file_changes(runbooks: Path, tmp_path: 
 
 
 async def test_touching_a_file_changes_the_fingerprint(runbooks: Path, tmp_path: Path) -> None:
-    adapter = KnowledgeAdapter(runbooks, tmp_path / "cache")
+    adapter = KnowledgeAdapter(runbooks, tmp_path / "cache", rescan_interval_seconds=0)
     await _items(adapter, "redis latency")
     before = adapter.store.fingerprint
     stat = (runbooks / REDIS).stat()
@@ -231,7 +231,7 @@ async def test_unreadable_folder_is_unavailable(tmp_path: Path, kind: str) -> No
 async def test_empty_folder_is_ready_and_then_picks_up_new_files(tmp_path: Path) -> None:
     folder = tmp_path / "runbooks"
     folder.mkdir()
-    adapter = KnowledgeAdapter(folder, tmp_path / "cache")
+    adapter = KnowledgeAdapter(folder, tmp_path / "cache", rescan_interval_seconds=0)
     assert await adapter.invoke(_call("redis")) == Ready(items=[])
     (folder / "redis.md").write_text("# Redis\n\n## Eviction\n\nevicted_keys grows\n", "utf-8")
     items = await _items(adapter, "redis eviction")
@@ -258,3 +258,13 @@ def test_segmenters_split_chinese_and_keep_english_words() -> None:
     assert {"db", "pool", "exhausted"} <= set(jieba_tokens("DB pool exhausted"))
     assert bigram_tokens("连接池") == ["连接", "接池"]
     assert "的" not in jieba_tokens("支付服务的错误")
+
+
+async def test_rescans_are_throttled(runbooks: Path, tmp_path: Path) -> None:
+    adapter = KnowledgeAdapter(runbooks, tmp_path / "cache", rescan_interval_seconds=3600)
+    await adapter.warm()
+    assert adapter.store.builds == 1
+    redis = runbooks / REDIS
+    redis.write_text(redis.read_text(encoding="utf-8") + "\n## New\n\nText.\n", encoding="utf-8")
+    await _items(adapter, "redis latency")
+    assert adapter.store.builds == 1  # within the interval the checked index is used as is
