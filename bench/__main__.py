@@ -21,27 +21,20 @@ from bench.coldstart import run_coldstart
 from bench.common import Row, Sizes, Status
 from bench.concurrency import run_concurrency
 from bench.overhead import run_overhead
+from bench.slack_ack import run_slack_ack
 from bench.tools_knowledge import run_knowledge
 from bench.tools_logs import run_logs
 from bench.tools_mysql import run_mysql
 
-__all__ = ["SECTIONS", "main", "render_table", "run_all", "slack_placeholder"]
+__all__ = ["SECTIONS", "main", "render_table", "run_all"]
 
 Section = Callable[[Sizes], Awaitable[list[Row]]]
-
-
-async def slack_placeholder(sizes: Sizes) -> list[Row]:
-    """Item 3 is reserved: there is no Slack plugin to measure yet."""
-    return [
-        Row("3 slack ack", "Slack ack latency", None, "ms", "", Status.NOT_MEASURED,
-            note="not measured: Slack plugin not built")
-    ]  # fmt: skip
 
 
 SECTIONS: tuple[tuple[str, Section], ...] = (
     ("1 harness overhead", run_overhead),
     ("2 concurrency", run_concurrency),
-    ("3 slack ack", slack_placeholder),
+    ("3 slack ack", run_slack_ack),
     ("4 tools: query_mysql", run_mysql),
     ("4 tools: lookup_knowledge", run_knowledge),
     ("4 tools: query_logs", run_logs),

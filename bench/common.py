@@ -82,6 +82,8 @@ class Sizes:
     log_queries: int = 40
     cold_starts: int = 3
     import_probe: bool = True
+    slack_mentions: int = 200
+    slack_in_flight: int = 50
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -97,6 +99,8 @@ class Sizes:
             log_queries=8,
             cold_starts=1,
             import_probe=False,
+            slack_mentions=20,
+            slack_in_flight=5,
         )
 
     @classmethod
@@ -114,6 +118,8 @@ class Sizes:
             log_queries=2,
             cold_starts=1,
             import_probe=False,
+            slack_mentions=4,
+            slack_in_flight=2,
         )
 
 
