@@ -12,7 +12,7 @@ from tools.knowledge import KnowledgeAdapter
 from tools.logs import LogsAdapter, build_log_source
 from tools.mysql import MysqlAdapter
 
-__all__ = ["build_adapters", "build_harness"]
+__all__ = ["build_adapters", "build_harness", "warm_up"]
 
 
 def build_adapters(settings: Settings) -> dict[ToolName, EvidenceAdapter[Any]]:
@@ -31,3 +31,11 @@ def build_harness(settings: Settings) -> Harness:
         adapters=build_adapters(settings),
         audit=build_audit_sink(settings.audit_sink),
     )
+
+
+async def warm_up(harness: Harness) -> None:
+    """Build what adapters build lazily (the runbook index) before the first question."""
+    for adapter in harness.adapters.values():
+        warm = getattr(adapter, "warm", None)
+        if warm is not None:
+            await warm()

@@ -21,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from plugin.errors import ConfigError
 from plugin.settings import Settings
 from plugin.slack import PluginHandle, register
+from plugin.wiring import warm_up
 
 __all__ = ["build_app", "serve"]
 
@@ -66,6 +67,7 @@ async def serve(settings: Settings, *, http: bool, port: int) -> None:
     socket_mode = settings.slack_app_token is not None and not http
     app = build_app(settings, socket_mode=socket_mode)
     handle = register(app, settings)
+    await warm_up(handle.manager.harness)
     stop = _stop_event()
     if socket_mode:
         assert settings.slack_app_token is not None
