@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     mysql_allowed_tables: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), validation_alias="DIAG_MYSQL_ALLOWED_TABLES"
     )
+    knowledge_rescan_seconds: float = Field(
+        default=5.0, ge=0, validation_alias="DIAG_KNOWLEDGE_RESCAN_SECONDS"
+    )
     cache_dir: Path = Field(default=Path(".diag-cache"), validation_alias="DIAG_CACHE_DIR")
 
     slack_bot_token: SecretStr | None = Field(default=None, validation_alias="SLACK_BOT_TOKEN")

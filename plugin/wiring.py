@@ -19,7 +19,11 @@ def build_adapters(settings: Settings) -> dict[ToolName, EvidenceAdapter[Any]]:
     """The three evidence adapters; an unset MySQL DSN yields ``NOT_CONFIGURED`` answers."""
     dsn = settings.mysql_dsn.get_secret_value() if settings.mysql_dsn is not None else None
     return {
-        ToolName.LOOKUP_KNOWLEDGE: KnowledgeAdapter(settings.knowledge_dir, settings.cache_dir),
+        ToolName.LOOKUP_KNOWLEDGE: KnowledgeAdapter(
+            settings.knowledge_dir,
+            settings.cache_dir,
+            rescan_interval_seconds=settings.knowledge_rescan_seconds,
+        ),
         ToolName.QUERY_LOGS: LogsAdapter(build_log_source(settings.logs_source)),
         ToolName.QUERY_MYSQL: MysqlAdapter(dsn, settings.mysql_allowed_tables),
     }

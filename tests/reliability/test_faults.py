@@ -391,7 +391,13 @@ async def test_knowledge_folder_removed_mid_run(model_server: StartServer, tmp_p
     (folder / "pool.md").write_text(
         "# payment-api\n\n## db pool exhausted\n\n连接池耗尽时先看最近的发布。\n", encoding="utf-8"
     )
-    table = build_adapters(settings("http://unused", tmp_path, DIAG_KNOWLEDGE_DIR=str(folder)))
+    # Rescan on every call: the folder disappears between two lookups of one run.
+    table = build_adapters(
+        settings(
+            "http://unused", tmp_path,
+            DIAG_KNOWLEDGE_DIR=str(folder), DIAG_KNOWLEDGE_RESCAN_SECONDS="0",
+        )
+    )
     server = await model_server(
         [
             tool_step(call("c1", "lookup_knowledge", KB)),
