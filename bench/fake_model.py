@@ -36,6 +36,8 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from plugin.loopback import serve_loopback
+
 _REPO = Path(__file__).resolve().parent.parent
 
 __all__ = ["FakeModelProcess", "FakeModelServer", "answer_for", "draft_text"]
@@ -150,15 +152,9 @@ class FakeModelServer:
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_get("/stats", self._stats)
         app.router.add_get("/reset", self._reset)
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=1024)
-        await site.start()
-        server = site._server
-        if server is None:
-            raise RuntimeError("fake model server did not start")
-        sockets = list(getattr(server, "sockets", None) or [])
-        self._port = int(sockets[0].getsockname()[1])
+        self._runner, self._port = await serve_loopback(
+            app, handler_cancellation=True, backlog=1024
+        )
         return self
 
     async def stop(self) -> None:

@@ -18,7 +18,15 @@ from typing import Any, Self
 
 from aiohttp import web
 
-__all__ = ["ModelStep", "ScriptedModelServer", "ToolCallSpec", "load_cassette"]
+from plugin.loopback import serve_loopback
+
+__all__ = [
+    "ModelStep",
+    "ScriptedModelServer",
+    "ToolCallSpec",
+    "completion_body",
+    "load_cassette",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,14 +102,7 @@ class ScriptedModelServer:
     async def start(self) -> Self:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        sockets = list(getattr(server, "sockets", None) or [])
-        self._port = int(sockets[0].getsockname()[1])
+        self._runner, self._port = await serve_loopback(app, handler_cancellation=True)
         return self
 
     async def stop(self) -> None:
@@ -151,36 +152,38 @@ class ScriptedModelServer:
         if step.raw_body is not None or step.status != 200:
             text = step.raw_body or json.dumps({"error": {"message": "scripted error"}})
             return web.Response(text=text, status=step.status, content_type="application/json")
-        return web.json_response(self._completion(step, index))
+        return web.json_response(completion_body(step, index, self.model))
 
-    def _completion(self, step: ModelStep, index: int) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": step.content}
-        if step.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments_text()},
-                }
-                for call in step.tool_calls
-            ]
-        body: dict[str, Any] = {
-            "id": f"chatcmpl-{index}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "finish_reason": "tool_calls" if step.tool_calls else "stop",
-                }
-            ],
-        }
-        if step.prompt_tokens is not None and step.completion_tokens is not None:
-            body["usage"] = {
-                "prompt_tokens": step.prompt_tokens,
-                "completion_tokens": step.completion_tokens,
-                "total_tokens": step.prompt_tokens + step.completion_tokens,
+
+def completion_body(step: ModelStep, index: int, model: str) -> dict[str, Any]:
+    """The ``chat.completion`` response body for one scripted step."""
+    message: dict[str, Any] = {"role": "assistant", "content": step.content}
+    if step.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments_text()},
             }
-        return body
+            for call in step.tool_calls
+        ]
+    body: dict[str, Any] = {
+        "id": f"chatcmpl-{index}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if step.tool_calls else "stop",
+            }
+        ],
+    }
+    if step.prompt_tokens is not None and step.completion_tokens is not None:
+        body["usage"] = {
+            "prompt_tokens": step.prompt_tokens,
+            "completion_tokens": step.completion_tokens,
+            "total_tokens": step.prompt_tokens + step.completion_tokens,
+        }
+    return body

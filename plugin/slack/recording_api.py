@@ -17,6 +17,8 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from plugin.loopback import serve_loopback
+
 __all__ = ["BOT_ID", "BOT_USER_ID", "RecordedCall", "RecordingSlackApi", "blocks_to_text"]
 
 BOT_ID = "BDIAG0001"
@@ -60,12 +62,7 @@ class RecordingSlackApi:
         app = web.Application(client_max_size=8 * 1024 * 1024)
         app.router.add_post("/api/{method}", self._handle)
         app.router.add_get("/api/{method}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        sockets = list(getattr(site._server, "sockets", None) or [])
-        self._port = int(sockets[0].getsockname()[1])
+        self._runner, self._port = await serve_loopback(app)
         return self
 
     async def stop(self) -> None:

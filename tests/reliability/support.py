@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,8 @@ from typing import Any, Self
 from aiohttp import web
 
 from plugin.audit import JsonlAuditSink
-from plugin.model_replay import ModelStep, ScriptedModelServer
+from plugin.loopback import serve_loopback
+from plugin.model_replay import ModelStep, ScriptedModelServer, completion_body
 from plugin.request import DiagnosisRequest
 from plugin.result import ExecutionResult, Outcome
 from plugin.settings import Settings
@@ -120,39 +120,6 @@ def last_observation(server: ScriptedModelServer, request_index: int) -> dict[st
 # -- a per-conversation model fake ---------------------------------------------------------
 
 
-def _completion(step: ModelStep, index: int) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": step.content}
-    if step.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments_text()},
-            }
-            for c in step.tool_calls
-        ]
-    body: dict[str, Any] = {
-        "id": f"chatcmpl-{index}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": "conversation-fake",
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": "tool_calls" if step.tool_calls else "stop",
-            }
-        ],
-    }
-    if step.prompt_tokens is not None and step.completion_tokens is not None:
-        body["usage"] = {
-            "prompt_tokens": step.prompt_tokens,
-            "completion_tokens": step.completion_tokens,
-            "total_tokens": step.prompt_tokens + step.completion_tokens,
-        }
-    return body
-
-
 @dataclass
 class ConversationModelServer:
     """An OpenAI-compatible loopback server that keeps conversations apart.
@@ -181,12 +148,7 @@ class ConversationModelServer:
     async def start(self) -> Self:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        assert site._server is not None
-        self._port = int(next(iter(site._server.sockets)).getsockname()[1])  # type: ignore[attr-defined]
+        self._runner, self._port = await serve_loopback(app)
         return self
 
     async def stop(self) -> None:
@@ -210,4 +172,4 @@ class ConversationModelServer:
         step = steps[index]
         if step.delay_seconds:
             await asyncio.sleep(step.delay_seconds)
-        return web.json_response(_completion(step, index))
+        return web.json_response(completion_body(step, index, "conversation-fake"))
