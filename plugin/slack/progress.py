@@ -18,7 +18,9 @@ from plugin.ledger import Invocation
 from plugin.slack.render import StatusView
 from tools.base import ToolName
 
-__all__ = ["ProgressTracker"]
+__all__ = ["QUEUED_EVERY_TICKS", "ProgressTracker"]
+
+QUEUED_EVERY_TICKS = 10
 
 _log = logging.getLogger(__name__)
 
@@ -58,13 +60,18 @@ class ProgressTracker(StepHook):
         self._task = asyncio.create_task(self._loop())
 
     async def _loop(self) -> None:
+        tick = 0
         while True:
             await asyncio.sleep(self.interval_seconds)
+            tick += 1
             if self.poll_cancel is not None and self.on_cancel_requested is not None:
                 with contextlib.suppress(Exception):
                     if await self.poll_cancel():
                         self.on_cancel_requested()
-            await self._flush()
+            # A queue position moves for every waiting run whenever a slot frees: refreshing
+            # them all every second would spend Slack's chat.update rate limit on "position n".
+            if self.view.state != "QUEUED" or tick % QUEUED_EVERY_TICKS == 0:
+                await self._flush()
 
     async def _flush(self) -> None:
         if self._published == self._version:
