@@ -19,7 +19,7 @@ from plugin.context import RunContext
 from plugin.errors import ConfigError
 from plugin.result import ExecutionResult
 
-__all__ = ["AuditSink", "JsonlAuditSink", "audit_record", "build_audit_sink"]
+__all__ = ["AuditSink", "JsonlAuditSink", "MysqlAuditSink", "audit_record", "build_audit_sink"]
 
 
 class AuditSink(Protocol):
@@ -54,14 +54,81 @@ class JsonlAuditSink:
         return None
 
 
+_AUDIT_TABLE = """
+CREATE TABLE IF NOT EXISTS diag_audit (
+  run_id VARCHAR(64) NOT NULL PRIMARY KEY,
+  session_id VARCHAR(255) NOT NULL,
+  outcome VARCHAR(16) NOT NULL,
+  recorded_at DATETIME(6) NOT NULL,
+  record LONGTEXT NOT NULL,
+  KEY diag_audit_session (session_id),
+  KEY diag_audit_recorded (recorded_at)
+) DEFAULT CHARSET=utf8mb4
+"""
+
+
+class MysqlAuditSink:
+    """One row per run in ``diag_audit`` of a writable audit account's database.
+
+    The table is created on first use. The pool is small, created lazily and closed by
+    ``aclose``; a failed write raises to the harness, which logs it without failing the run.
+    """
+
+    def __init__(self, dsn: str, *, connect_timeout_seconds: float = 5.0) -> None:
+        from tools.mysql import parse_dsn
+
+        try:
+            self._dsn = parse_dsn(dsn)
+        except ValueError as exc:
+            raise ConfigError(f"DIAG_AUDIT_SINK: {exc}") from None
+        self._timeout = connect_timeout_seconds
+        self._pool: Any = None
+        self._lock = asyncio.Lock()
+
+    async def _ensure_pool(self) -> Any:
+        import aiomysql
+
+        async with self._lock:
+            if self._pool is None:
+                d = self._dsn
+                self._pool = await aiomysql.create_pool(
+                    minsize=0, maxsize=2, host=d.host, port=d.port, user=d.user,
+                    password=d.password, db=d.database, charset="utf8mb4", autocommit=True,
+                    connect_timeout=self._timeout,
+                )  # fmt: skip
+                async with self._pool.acquire() as conn, conn.cursor() as cur:
+                    await cur.execute(_AUDIT_TABLE)
+            return self._pool
+
+    async def write(self, record: dict[str, Any]) -> None:
+        pool = await self._ensure_pool()
+        recorded = datetime.fromisoformat(str(record["recorded_at"])).replace(tzinfo=None)
+        async with pool.acquire() as conn, conn.cursor() as cur:
+            await cur.execute(
+                "INSERT INTO diag_audit (run_id, session_id, outcome, recorded_at, record)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                (
+                    record["run_id"], record["session_id"], record["outcome"], recorded,
+                    json.dumps(record, ensure_ascii=False, separators=(",", ":")),
+                ),
+            )  # fmt: skip
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+            await pool.wait_closed()
+
+
 def build_audit_sink(spec: str) -> AuditSink:
-    """``jsonl:DIR`` is supported; anything else is an operator error."""
+    """``jsonl:DIR`` or a ``mysql://`` DSN; anything else is an operator error."""
     kind, _, target = spec.partition(":")
     if kind == "jsonl" and target:
         return JsonlAuditSink(Path(target))
-    raise ConfigError(
-        "DIAG_AUDIT_SINK must be jsonl:DIR (the mysql:// audit sink is not available yet)"
-    )
+    if kind in {"mysql", "mariadb"}:
+        return MysqlAuditSink(spec)
+    raise ConfigError("DIAG_AUDIT_SINK must be jsonl:DIR or mysql://user:password@host:port/db")
 
 
 def audit_record(
