@@ -198,13 +198,22 @@ async def test_concurrency_limit_queues_and_one_run_per_thread(
         await rig.mention(QUESTION, ts="1764300000.000302")  # another thread: queued
         await rig.mention(QUESTION, thread_ts="1764300000.000301")  # busy thread: declined
         await asyncio.sleep(0.2)
-        queued_texts = [json.dumps(c.params) for c in rig.slack.calls_of("chat.postMessage")]
-        assert any(
-            "Queued" in t and "position 1" in t
-            for t in queued_texts
-            + [json.dumps(c.params) for c in rig.slack.calls_of("chat.update")]
-        )
-        assert any("already running in this thread" in t for t in queued_texts)
+        # The first run still holds the only slot: the second has not reached the model.
+        assert model.request_count == 1
+        assert rig.handle.manager.in_flight == 2
+        second_thread = [
+            json.dumps(c.params)
+            for c in rig.slack.calls_of("chat.postMessage")
+            if c.params.get("thread_ts") == "1764300000.000302"
+        ]
+        assert len(second_thread) == 1 and "Queued" in second_thread[0]
+        assert "position 1" in second_thread[0]
+        busy = [
+            c.params.get("text", "")
+            for c in rig.slack.calls_of("chat.postMessage")
+            if c.params.get("thread_ts") == "1764300000.000301"
+        ]
+        assert any("already running in this thread" in t for t in busy)
         await rig.handle.manager.wait_idle()
         assert model.request_count == 2
         assert len(rig.answers()) == 2
