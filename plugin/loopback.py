@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import ClassVar, Self
+
 from aiohttp import web
 
-__all__ = ["serve_loopback"]
+__all__ = ["LoopbackServer", "serve_loopback"]
 
 
 async def serve_loopback(
@@ -20,3 +22,31 @@ async def serve_loopback(
         await runner.cleanup()
         raise RuntimeError("loopback server did not start")
     return runner, int(sockets[0].getsockname()[1])
+
+
+class LoopbackServer:
+    """start/stop/async-with for a fake served on loopback; subclasses build the app."""
+
+    _runner: web.AppRunner | None = None
+    _port: int = 0
+    _handler_cancellation: ClassVar[bool] = False
+
+    def build_app(self) -> web.Application:
+        raise NotImplementedError
+
+    async def start(self) -> Self:
+        self._runner, self._port = await serve_loopback(
+            self.build_app(), handler_cancellation=self._handler_cancellation
+        )
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

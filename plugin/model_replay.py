@@ -14,11 +14,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from aiohttp import web
 
-from plugin.loopback import serve_loopback
+from plugin.loopback import LoopbackServer
 
 __all__ = [
     "ModelStep",
@@ -78,7 +78,7 @@ def load_cassette(path: Path) -> list[ModelStep]:
 
 
 @dataclass
-class ScriptedModelServer:
+class ScriptedModelServer(LoopbackServer):
     """Serve ``steps`` in order; record requests; fail on extras and leftovers."""
 
     steps: Sequence[ModelStep]
@@ -90,6 +90,8 @@ class ScriptedModelServer:
     _arrived: asyncio.Condition = field(default_factory=asyncio.Condition)
     _runner: web.AppRunner | None = None
     _port: int = 0
+    # Handlers see the client go away, so an aborted in-flight round is counted.
+    _handler_cancellation: ClassVar[bool] = True
 
     @property
     def base_url(self) -> str:
@@ -99,22 +101,10 @@ class ScriptedModelServer:
     def request_count(self) -> int:
         return len(self.requests)
 
-    async def start(self) -> Self:
+    def build_app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle)
-        self._runner, self._port = await serve_loopback(app, handler_cancellation=True)
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
+        return app
 
     async def wait_for_requests(self, count: int) -> None:
         """Return once ``count`` requests have arrived (for tests that act mid-run)."""

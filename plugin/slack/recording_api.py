@@ -13,11 +13,11 @@ import itertools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
 
-from plugin.loopback import serve_loopback
+from plugin.loopback import LoopbackServer
 
 __all__ = ["BOT_ID", "BOT_USER_ID", "RecordedCall", "RecordingSlackApi", "blocks_to_text"]
 
@@ -41,7 +41,7 @@ class _Failure:
 
 
 @dataclass
-class RecordingSlackApi:
+class RecordingSlackApi(LoopbackServer):
     """Loopback Slack Web API; ``base_url`` is what ``AsyncWebClient(base_url=...)`` takes."""
 
     calls: list[RecordedCall] = field(default_factory=list)
@@ -58,23 +58,11 @@ class RecordingSlackApi:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._port}/api/"
 
-    async def start(self) -> Self:
+    def build_app(self) -> web.Application:
         app = web.Application(client_max_size=8 * 1024 * 1024)
         app.router.add_post("/api/{method}", self._handle)
         app.router.add_get("/api/{method}", self._handle)
-        self._runner, self._port = await serve_loopback(app)
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
+        return app
 
     # -- scripting ---------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from pathlib import Path
 import pytest
 
 from plugin.errors import InputRejected, InputRejection, StopReason
+from plugin.model_replay import ModelStep
 from plugin.request import DiagnosisRequest, PreviousTurn
 from plugin.result import FailureCode, Outcome
 from tests.conftest import StartServer
@@ -323,19 +324,26 @@ async def test_no_bounded_tool_query_is_possible(model_server: StartServer, tmp_
     assert result.usage.tool_calls == 0 and all(not a.calls for a in table.values())
 
 
+def saturating_steps() -> list[ModelStep]:
+    """Two NO_GAIN evaluations in a row: the third request is answered STOP_REQUIRED."""
+    return [
+        tool_step(call("call-1", "query_logs", LOGS_INPUT)),
+        tool_step(call("call-2", "lookup_knowledge", KB, previous=("call-1", "NO_GAIN"))),
+        tool_step(
+            call(
+                "call-3",
+                "query_mysql",
+                {"sql": "SELECT 1", "purpose": "x"},
+                previous=("call-2", "NO_GAIN"),
+            )
+        ),
+    ]
+
+
 async def test_harness_requires_stop(model_server: StartServer, tmp_path: Path) -> None:
     server = await model_server(
         [
-            tool_step(call("call-1", "query_logs", LOGS_INPUT)),
-            tool_step(call("call-2", "lookup_knowledge", KB, previous=("call-1", "NO_GAIN"))),
-            tool_step(
-                call(
-                    "call-3",
-                    "query_mysql",
-                    {"sql": "SELECT 1", "purpose": "x"},
-                    previous=("call-2", "NO_GAIN"),
-                )
-            ),
+            *saturating_steps(),
             final_step(draft_json(["call-1"])),
         ]
     )
@@ -393,16 +401,7 @@ def test_stage_four_is_archived() -> None:
 async def test_model_ignores_stop_required(model_server: StartServer, tmp_path: Path) -> None:
     server = await model_server(
         [
-            tool_step(call("call-1", "query_logs", LOGS_INPUT)),
-            tool_step(call("call-2", "lookup_knowledge", KB, previous=("call-1", "NO_GAIN"))),
-            tool_step(
-                call(
-                    "call-3",
-                    "query_mysql",
-                    {"sql": "SELECT 1", "purpose": "x"},
-                    previous=("call-2", "NO_GAIN"),
-                )
-            ),
+            *saturating_steps(),
             tool_step(call("call-4", "query_logs", {**LOGS_INPUT, "service": "order-service"})),
         ]
     )
