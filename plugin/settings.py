@@ -48,9 +48,9 @@ class Settings(BaseSettings):
 
     max_query_bytes: int = Field(default=4096, ge=1, validation_alias="DIAG_MAX_QUERY_BYTES")
     max_previous_turn_bytes: int = Field(
-        default=4096, ge=1, validation_alias="DIAG_MAX_PREVIOUS_TURN_BYTES"
+        default=20480, ge=1, validation_alias="DIAG_MAX_PREVIOUS_TURN_BYTES"
     )
-    max_input_bytes: int = Field(default=8192, ge=1, validation_alias="DIAG_MAX_INPUT_BYTES")
+    max_input_bytes: int = Field(default=24576, ge=1, validation_alias="DIAG_MAX_INPUT_BYTES")
     max_observation_bytes: int = Field(
         default=4096, ge=256, validation_alias="DIAG_MAX_OBSERVATION_BYTES"
     )
