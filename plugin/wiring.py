@@ -25,7 +25,13 @@ def build_adapters(settings: Settings) -> dict[ToolName, EvidenceAdapter[Any]]:
             rescan_interval_seconds=settings.knowledge_rescan_seconds,
         ),
         ToolName.QUERY_LOGS: LogsAdapter(build_log_source(settings.logs_source)),
-        ToolName.QUERY_MYSQL: MysqlAdapter(dsn, settings.mysql_allowed_tables),
+        ToolName.QUERY_MYSQL: MysqlAdapter(
+            dsn,
+            settings.mysql_allowed_tables,
+            max_rows=settings.mysql_max_rows,
+            statement_timeout_seconds=settings.mysql_statement_timeout_seconds,
+            require_read_only=settings.mysql_require_read_only,
+        ),
     }
 
 

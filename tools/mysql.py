@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import struct
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
@@ -31,18 +33,26 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import aiomysql
+from pymysql.constants import COMMAND
 
 from tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
+from tools.mysql_privileges import GrantVerdict, effective_grants_verdict
 from tools.redact import redact
 from tools.schemas import JsonScalar, MysqlInput, MysqlRow
-from tools.sql_guard import Allowed, check_sql, is_secret_column, limit_rows
+from tools.sql_guard import Prepared, is_secret_column, prepare_sql
 
 logger = logging.getLogger(__name__)
 
 MASK = "***"
 TRUNCATION_MARK = "…[truncated]"
-# Extra time the client waits beyond the server cap before giving up on the connection.
-_CLIENT_GRACE_SECONDS = 2.0
+# Extra time the client waits beyond the server cap before it kills the statement itself.
+_CLIENT_GRACE_SECONDS = 0.3
+# Time allowed for the out-of-band ``KILL QUERY`` (connect + statement).
+_KILL_TIMEOUT_SECONDS = 0.6
+# Largest GROUP_CONCAT result the server may build (the default is 1 MiB, MariaDB's 1 MiB+).
+_GROUP_CONCAT_MAX_LEN = 4096
+# COM_SET_OPTION argument MYSQL_OPTION_MULTI_STATEMENTS_OFF.
+_MULTI_STATEMENTS_OFF = struct.pack("<H", 1)
 _SESSION_INIT = (
     "SET SESSION sql_mode = 'STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,"
     "NO_ENGINE_SUBSTITUTION', time_zone = '+00:00'"
@@ -106,6 +116,7 @@ class _ServerFacts:
 
     mariadb: bool
     allowed_tables: frozenset[str]
+    privileges: GrantVerdict | None
 
 
 class _Unavailable(Exception):
@@ -125,6 +136,7 @@ class MysqlAdapter:
         statement_timeout_seconds: float = 5.0,
         connect_timeout_seconds: float = 5.0,
         pool_max: int = 4,
+        require_read_only: bool = True,
     ) -> None:
         if max_rows < 1 or max_cell_chars < 1 or pool_max < 1:
             raise ValueError("max_rows, max_cell_chars and pool_max must be positive")
@@ -137,6 +149,8 @@ class MysqlAdapter:
         self._statement_timeout = statement_timeout_seconds
         self._connect_timeout = connect_timeout_seconds
         self._pool_max = pool_max
+        self._require_read_only = require_read_only
+        self._single_statement: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = asyncio.Lock()
         self._pool: Any = None
         self._facts: _ServerFacts | None = None
@@ -202,18 +216,16 @@ class MysqlAdapter:
     def _guard(
         self, call: AdapterCall[MysqlInput], database: str, tables: frozenset[str]
     ) -> Failed | str:
-        """The text to send, or ``FORBIDDEN_QUERY`` when the guard refuses it."""
-        decision = check_sql(call.input.sql, database=database, allowed_tables=tables)
-        if isinstance(decision, Allowed):
-            rendered = limit_rows(decision.expression, self._max_rows)
-            # The rendering must itself pass: a generator quirk must not open a gap.
-            if isinstance(check_sql(rendered, database=database, allowed_tables=tables), Allowed):
-                return rendered
-            logger.warning("query_mysql: rendering of %s did not re-check", call.tool_call_id)
-            return Failed(AdapterErrorCode.FORBIDDEN_QUERY)
-        logger.info(
-            "query_mysql refused %s: %s (%s)", call.tool_call_id, decision.reason, decision.detail
+        """The verified text to send, or ``FORBIDDEN_QUERY`` when the guard refuses it."""
+        decision = prepare_sql(
+            call.input.sql, database=database, allowed_tables=tables, max_rows=self._max_rows
         )
+        if isinstance(decision, Prepared):
+            return decision.text
+        logger.info(
+            "query_mysql refused %s: %s (%s)",
+            _short_id(call.tool_call_id), decision.reason, decision.detail,
+        )  # fmt: skip
         return Failed(AdapterErrorCode.FORBIDDEN_QUERY)
 
     async def _invoke_connected(
@@ -223,6 +235,8 @@ class MysqlAdapter:
         conn = await self._acquire(pool)
         try:
             facts = await self._ensure_facts(conn, dsn)
+            if facts.privileges is not None and not facts.privileges.read_only:
+                return Failed(AdapterErrorCode.NOT_CONFIGURED)
             sql: Failed | str = (
                 checked
                 if checked is not None
@@ -230,7 +244,7 @@ class MysqlAdapter:
             )
             if isinstance(sql, Failed):
                 return sql
-            columns, rows = await self._run(conn, sql, facts.mariadb)
+            columns, rows = await self._run(conn, sql, facts.mariadb, dsn)
         except BaseException:
             conn.close()  # unknown protocol/transaction state: never reuse this connection
             raise
@@ -238,6 +252,25 @@ class MysqlAdapter:
             pool.release(conn)
         truncated = len(rows) > self._max_rows
         return Ready(items=self._project(columns, rows[: self._max_rows]), truncated=truncated)
+
+    async def read_only_verdict(self) -> GrantVerdict | None:
+        """The account's privilege verdict (reads it once per pool); None when not configured.
+
+        For ``check`` and for the log: the adapter executes nothing with an account that can do
+        more than read while ``require_read_only`` holds.
+        """
+        if self._dsn is None:
+            return None
+        pool = await self._ensure_pool(self._dsn)
+        conn = await self._acquire(pool)
+        try:
+            facts = await self._ensure_facts(conn, self._dsn)
+        except BaseException:
+            conn.close()
+            raise
+        finally:
+            pool.release(conn)
+        return facts.privileges
 
     async def _ensure_pool(self, dsn: MysqlDsn) -> Any:
         """Create the single pool on first use; connections are opened lazily by the pool."""
@@ -256,60 +289,122 @@ class MysqlAdapter:
                     connect_timeout=self._connect_timeout,
                     init_command=_SESSION_INIT,
                     pool_recycle=300,
+                    local_infile=False,
                 )
                 self._pools_created += 1
             return self._pool
 
     async def _acquire(self, pool: Any) -> Any:
-        """A connection within the connect timeout; a full pool or dead server is UNAVAILABLE."""
+        """A connection within the connect timeout, switched to one statement per request.
+
+        A full pool or a dead server is UNAVAILABLE.
+        """
         try:
             async with asyncio.timeout(self._connect_timeout):
-                return await pool.acquire()
+                conn = await pool.acquire()
         except TimeoutError:
             raise _Unavailable from None
+        if conn not in self._single_statement:
+            try:
+                async with asyncio.timeout(self._connect_timeout):
+                    await _multi_statements_off(conn)
+            except BaseException:
+                conn.close()
+                pool.release(conn)
+                raise
+            self._single_statement.add(conn)
+        return conn
 
     async def _ensure_facts(self, conn: Any, dsn: MysqlDsn) -> _ServerFacts:
-        """Detect the flavour and (for an empty allowlist) the base tables, once per pool."""
+        """Flavour, allowed tables and the privilege verdict, once per pool, before any query."""
         async with self._lock:
             if self._facts is not None:
                 return self._facts
             async with asyncio.timeout(self._statement_timeout + _CLIENT_GRACE_SECONDS):
                 async with conn.cursor() as cur:
+                    privileges = await self._privileges(cur) if self._require_read_only else None
                     await cur.execute("SELECT VERSION()")
                     version = str((await cur.fetchone())[0])
                     tables = self._configured_tables
                     if tables is None:
                         await cur.execute(_BASE_TABLES_SQL, (dsn.database,))
                         tables = frozenset(str(row[0]) for row in await cur.fetchall())
-            self._facts = _ServerFacts(mariadb="mariadb" in version.lower(), allowed_tables=tables)
-            logger.info("query_mysql: %s, %d allowed tables", version, len(tables))
+            self._facts = _ServerFacts(
+                mariadb="mariadb" in version.lower(), allowed_tables=tables, privileges=privileges
+            )
+            if privileges is not None and not privileges.read_only:
+                logger.error(
+                    "query_mysql disabled: the account %s is not read-only (%s); grant it SELECT"
+                    " only, or set DIAG_MYSQL_REQUIRE_READ_ONLY=false (guard tests only)",
+                    dsn.user, privileges.reason,
+                )  # fmt: skip
+            else:
+                logger.info("query_mysql: %s, %d allowed tables", version, len(tables))
             return self._facts
 
+    @staticmethod
+    async def _privileges(cur: Any) -> GrantVerdict:
+        async def show_grants(role: str | None) -> list[str]:
+            await cur.execute(
+                "SHOW GRANTS FOR CURRENT_USER()" if role is None else f"SHOW GRANTS FOR {role}"
+            )
+            return [str(row[0]) for row in await cur.fetchall()]
+
+        return await effective_grants_verdict(show_grants)
+
     async def _run(
-        self, conn: Any, sql: str, mariadb: bool
+        self, conn: Any, sql: str, mariadb: bool, dsn: MysqlDsn
     ) -> tuple[list[str], Sequence[Sequence[Any]]]:
-        """Execute inside a read-only transaction under server and client time caps."""
+        """Execute inside a read-only transaction under server and client time caps.
+
+        The server cap stops the statement; should it still run when the client's own timer
+        (cap + 0.3 s) fires, the statement is killed from a separate connection, so it never
+        outlives its cap by a second.
+        """
         cap_rows = self._max_rows + 1
-        async with asyncio.timeout(self._statement_timeout + _CLIENT_GRACE_SECONDS):
-            async with conn.cursor() as cur:
-                # On any failure the caller closes the connection, which ends the transaction
-                # server-side; a ROLLBACK on a half-read connection could block forever.
-                await cur.execute("START TRANSACTION READ ONLY")
-                if mariadb:
-                    await cur.execute(
-                        f"SET STATEMENT max_statement_time={self._statement_timeout:.3f},"
-                        f" sql_select_limit={cap_rows} FOR {sql}"
-                    )
-                else:
-                    millis = max(1, math.ceil(self._statement_timeout * 1000))
-                    await cur.execute(
-                        f"SET SESSION max_execution_time={millis}, sql_select_limit={cap_rows}"
-                    )
-                    await cur.execute(sql)
-                rows = await cur.fetchmany(cap_rows)
-                columns = [str(column[0]) for column in cur.description or ()]
-                await cur.execute("ROLLBACK")
+        try:
+            async with asyncio.timeout(self._statement_timeout + _CLIENT_GRACE_SECONDS):
+                async with conn.cursor(_QuietCursor) as cur:
+                    # On any failure the caller closes the connection, which ends the
+                    # transaction server-side; a ROLLBACK on a half-read connection could block.
+                    await cur.execute("START TRANSACTION READ ONLY")
+                    if mariadb:
+                        await cur.execute(
+                            f"SET STATEMENT max_statement_time={self._statement_timeout:.3f},"
+                            f" sql_select_limit={cap_rows},"
+                            f" group_concat_max_len={_GROUP_CONCAT_MAX_LEN} FOR {sql}"
+                        )
+                    else:
+                        millis = max(1, math.ceil(self._statement_timeout * 1000))
+                        await cur.execute(
+                            f"SET SESSION max_execution_time={millis}, sql_select_limit={cap_rows},"
+                            f" group_concat_max_len={_GROUP_CONCAT_MAX_LEN}"
+                        )
+                        await cur.execute(sql)
+                    rows = await cur.fetchmany(cap_rows)
+                    columns = [str(column[0]) for column in cur.description or ()]
+                    await cur.execute("ROLLBACK")
+        except TimeoutError:
+            await self._kill_query(conn, dsn)
+            raise
         return columns, rows
+
+    async def _kill_query(self, conn: Any, dsn: MysqlDsn) -> None:
+        """``KILL QUERY`` the statement of ``conn`` from a fresh connection (own threads only)."""
+        thread_id = int(conn.thread_id())
+        try:
+            async with asyncio.timeout(_KILL_TIMEOUT_SECONDS):
+                killer = await aiomysql.connect(
+                    host=dsn.host, port=dsn.port, user=dsn.user, password=dsn.password,
+                    connect_timeout=_KILL_TIMEOUT_SECONDS,
+                )  # fmt: skip
+                try:
+                    async with killer.cursor() as cur:
+                        await cur.execute("KILL QUERY %s", (thread_id,))
+                finally:
+                    killer.close()
+        except Exception as error:  # the connection is closed by the caller in any case
+            logger.warning("query_mysql: KILL QUERY failed: %s", type(error).__name__)
 
     def _project(self, columns: list[str], rows: Sequence[Sequence[Any]]) -> list[MysqlRow]:
         names = _unique_names(columns)
@@ -341,6 +436,38 @@ class MysqlAdapter:
         if len(cleaned) > limit or len(text) > limit * 4 + 256:
             return cleaned[:limit] + TRUNCATION_MARK
         return cleaned
+
+
+class _QuietCursor(aiomysql.Cursor):  # type: ignore[misc]  # aiomysql is untyped
+    """A cursor that does not run ``SHOW WARNINGS`` after a statement with warnings.
+
+    aiomysql would send that extra statement and re-raise each server message through
+    :mod:`warnings` (a truncated ``GROUP_CONCAT`` is expected here, and server text must not
+    travel anywhere but the log). Truncation is reported by the row projection instead.
+    """
+
+    async def _show_warnings(self, conn: Any) -> None:
+        return None
+
+
+async def _multi_statements_off(conn: Any) -> None:
+    """Turn ``CLIENT_MULTI_STATEMENTS`` off on this connection (``COM_SET_OPTION``).
+
+    aiomysql always asks for multi-statements at the handshake and has no option against it;
+    with it on, a ``;`` smuggled past every other check would run further statements outside the
+    read-only transaction and the time cap. The protocol command makes the server itself refuse
+    a second statement in one request (error 1064). It uses aiomysql's packet helpers, which are
+    private: the version range is pinned in ``pyproject.toml`` and a test proves the effect.
+    """
+    await conn._execute_command(COMMAND.COM_SET_OPTION, _MULTI_STATEMENTS_OFF)
+    packet = await conn._read_packet()  # an ERR packet raises here
+    if not (packet.is_eof_packet() or packet.is_ok_packet()):
+        raise ConnectionError("unexpected answer to COM_SET_OPTION")
+
+
+def _short_id(tool_call_id: str) -> str:
+    """A tool call id bounded for the log."""
+    return tool_call_id[:64]
 
 
 def to_json_scalar(value: object) -> JsonScalar:

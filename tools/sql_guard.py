@@ -45,9 +45,19 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokenizer_core import Token, TokenType
 
+from tools.sql_lexer import RENDERED_VOCABULARY, LexKind, LexRefusal, scan_raw, scan_rendered
+
 DIALECT = "mysql"
 
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+
+# Bounds that keep the parser, the checker and the server's evaluation small.
+MAX_SQL_CHARS = 4000
+MAX_TREE_DEPTH = 48
+MAX_TREE_NODES = 1500
+MAX_LIKE_WILDCARDS = 4
+MAX_TYPE_PARAMETER = 65535
+_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 # Raw-text markers the server executes although they look like comments.
 _EXECUTABLE_COMMENT_MARKERS = ("/*!", "/*+", "/*m!")
@@ -70,6 +80,11 @@ class RefusalReason(StrEnum):
     TABLE_NOT_ALLOWED = "TABLE_NOT_ALLOWED"
     SECRET_COLUMN = "SECRET_COLUMN"
     UNSUPPORTED_SYNTAX = "UNSUPPORTED_SYNTAX"
+    LEXICAL = "LEXICAL"
+    TOO_COMPLEX = "TOO_COMPLEX"
+    STAR_NOT_TOP_LEVEL = "STAR_NOT_TOP_LEVEL"
+    EXPENSIVE_PATTERN = "EXPENSIVE_PATTERN"
+    RENDER_MISMATCH = "RENDER_MISMATCH"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +121,7 @@ _ALLOWED_FUNCTION_NODES: frozenset[type[exp.Func]] = frozenset(
     {
         # logic and conditionals
         exp.And, exp.Or, exp.Xor, exp.Case, exp.If, exp.Coalesce, exp.Nullif,
-        exp.Greatest, exp.Least, exp.Exists, exp.Cast, exp.Collate,
+        exp.Greatest, exp.Least, exp.Exists, exp.Cast,
         # aggregates
         exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.GroupConcat, exp.AnyValue,
         exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop,
@@ -115,7 +130,7 @@ _ALLOWED_FUNCTION_NODES: frozenset[type[exp.Func]] = frozenset(
         exp.FirstValue, exp.LastValue, exp.NthValue, exp.PercentRank, exp.CumeDist,
         # strings
         exp.Concat, exp.ConcatWs, exp.Substring, exp.SubstringIndex, exp.Lower, exp.Upper,
-        exp.Left, exp.Right, exp.Trim, exp.Length, exp.Replace, exp.StrPosition,
+        exp.Left, exp.Right, exp.Trim, exp.Length, exp.StrPosition,
         # numbers
         exp.Abs, exp.Ceil, exp.Floor, exp.Round, exp.Trunc, exp.Sign, exp.Pow,
         exp.Sqrt, exp.Ln, exp.Exp,
@@ -172,7 +187,52 @@ def check_sql(sql: str, *, database: str, allowed_tables: frozenset[str]) -> Gua
         _Checker(database=database, allowed_tables=allowed_tables).check(tree)
     except _Refusal as refusal:
         return Refused(refusal.reason, refusal.detail)
+    except RecursionError:
+        return Refused(RefusalReason.TOO_COMPLEX, "recursion")
+    except Exception as error:  # a parser/generator surprise is a refusal, never a crash
+        return Refused(RefusalReason.UNSUPPORTED_SYNTAX, type(error).__name__)
     return Allowed(tree)
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """The exact text to send: checked, limited, rendered and verified lexically."""
+
+    text: str
+
+
+def prepare_sql(
+    sql: str, *, database: str, allowed_tables: frozenset[str], max_rows: int
+) -> Prepared | Refused:
+    """Everything between the model's text and the bytes the server receives; never raises.
+
+    1. :func:`check_sql` on the model's text (lexical pre-scan, parse, allowlists);
+    2. render the checked tree with the row cap (:func:`limit_rows`);
+    3. verify the rendering with the conservative lexer (:mod:`tools.sql_lexer`) and check that
+       it holds exactly as many quoted names and string literals as the tree — so nothing was
+       pasted raw into the text;
+    4. parse the rendering again: it must pass the guard and render to the same text (a fixed
+       point), so what the server parses is what was checked.
+    """
+    decision = check_sql(sql, database=database, allowed_tables=allowed_tables)
+    if isinstance(decision, Refused):
+        return decision
+    try:
+        limited = _with_limit(decision.expression, max_rows)
+        text = _render(limited)
+        _verify_rendering(limited, text)
+        again = check_sql(text, database=database, allowed_tables=allowed_tables)
+        if isinstance(again, Refused):
+            return Refused(RefusalReason.RENDER_MISMATCH, f"re-check: {again.reason}")
+        if limit_rows(again.expression, max_rows) != text:
+            return Refused(RefusalReason.RENDER_MISMATCH, "rendering is not a fixed point")
+    except _Refusal as refusal:
+        return Refused(refusal.reason, refusal.detail)
+    except RecursionError:
+        return Refused(RefusalReason.TOO_COMPLEX, "recursion")
+    except Exception as error:
+        return Refused(RefusalReason.UNSUPPORTED_SYNTAX, type(error).__name__)
+    return Prepared(text)
 
 
 def limit_rows(expression: exp.Query, max_rows: int) -> str:
@@ -180,8 +240,12 @@ def limit_rows(expression: exp.Query, max_rows: int) -> str:
 
     The outermost ``LIMIT`` is set, or clamped when the model gave a larger one; the extra row
     tells the caller the result was truncated. Rendering drops comments and back-quotes every
-    identifier, so the text the server parses is the tree the guard checked.
+    identifier; :func:`prepare_sql` verifies the result before anything is sent.
     """
+    return _render(_with_limit(expression, max_rows))
+
+
+def _with_limit(expression: exp.Query, max_rows: int) -> exp.Query:
     if max_rows < 0:
         raise ValueError("max_rows must be >= 0")
     cap = max_rows + 1
@@ -189,7 +253,33 @@ def limit_rows(expression: exp.Query, max_rows: int) -> str:
     current = limited.args.get("limit")
     if not (isinstance(current, exp.Limit) and _literal_int(current.expression, cap)):
         limited = limited.limit(cap, copy=False)
-    return limited.sql(dialect=DIALECT, comments=False, identify=True)
+    return limited
+
+
+def _render(tree: exp.Query) -> str:
+    return tree.sql(dialect=DIALECT, comments=False, identify=True)
+
+
+def _verify_rendering(tree: exp.Query, text: str) -> None:
+    """The rendering must lex cleanly and hold exactly the quoted names/strings of ``tree``."""
+    try:
+        tokens = scan_rendered(text)
+    except LexRefusal as refusal:
+        raise _Refusal(RefusalReason.LEXICAL, f"rendering: {refusal.what}") from None
+    quoted = sum(1 for token in tokens if token.kind is LexKind.QUOTED_IDENT)
+    strings = sum(1 for token in tokens if token.kind is LexKind.STRING)
+    nodes = list(tree.walk())
+    want_quoted = sum(1 for node in nodes if isinstance(node, exp.Identifier))
+    want_strings = sum(1 for node in nodes if _renders_as_string(node))
+    if quoted != want_quoted or strings != want_strings:
+        raise _Refusal(
+            RefusalReason.RENDER_MISMATCH,
+            f"quoted names {quoted}/{want_quoted}, strings {strings}/{want_strings}",
+        )
+
+
+def _renders_as_string(node: exp.Expr) -> bool:
+    return (isinstance(node, exp.Literal) and node.is_string) or isinstance(node, exp.JSONPath)
 
 
 def _literal_int(node: exp.Expr | None, cap: int) -> bool:
@@ -200,10 +290,16 @@ def _literal_int(node: exp.Expr | None, cap: int) -> bool:
 
 
 def _parse_single_query(sql: str) -> exp.Query:
-    """Token pre-scan, then parse exactly one statement and unwrap redundant parentheses."""
+    """Lexical pre-scan, token scan, then parse exactly one statement and unwrap parentheses."""
+    if len(sql) > MAX_SQL_CHARS:
+        raise _Refusal(RefusalReason.TOO_COMPLEX, "statement too long")
     lowered = sql.lower()
     if any(marker in lowered for marker in _EXECUTABLE_COMMENT_MARKERS):
         raise _Refusal(RefusalReason.COMMENT_HINT, "executable comment or optimizer hint")
+    try:
+        scan_raw(sql)
+    except LexRefusal as refusal:
+        raise _Refusal(_lexical_reason(refusal.what), refusal.what) from None
     try:
         tokens = sqlglot.tokenize(sql, read=DIALECT)
     except SqlglotError as error:
@@ -218,11 +314,38 @@ def _parse_single_query(sql: str) -> exp.Query:
     if len(statements) > 1:
         raise _Refusal(RefusalReason.MULTIPLE_STATEMENTS)
     tree = statements[0]
+    _check_shape(tree)
     while isinstance(tree, exp.Subquery) and set(_set_args(tree)) == {"this"}:
         tree = tree.this
     if not isinstance(tree, exp.Select | exp.SetOperation):
         raise _Refusal(RefusalReason.NOT_SELECT, type(tree).__name__)
     return tree
+
+
+def _lexical_reason(what: str) -> RefusalReason:
+    if what.startswith("comment"):
+        return RefusalReason.COMMENT_HINT
+    if what == "character ';'":
+        return RefusalReason.MULTIPLE_STATEMENTS
+    if what in {"character '@'", "character '?'", "character ':'"}:
+        return RefusalReason.VARIABLE
+    if what == "nesting too deep":
+        return RefusalReason.TOO_COMPLEX
+    if what == "unterminated string" or what.startswith("unterminated"):
+        return RefusalReason.PARSE_ERROR
+    return RefusalReason.LEXICAL
+
+
+def _check_shape(tree: exp.Expr) -> None:
+    """Bound depth and size without recursion, before any recursive walk or rendering."""
+    stack: list[tuple[exp.Expr, int]] = [(tree, 1)]
+    count = 0
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if depth > MAX_TREE_DEPTH or count > MAX_TREE_NODES:
+            raise _Refusal(RefusalReason.TOO_COMPLEX, "expression too deep or too large")
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
 
 
 def _set_args(node: exp.Expr) -> Iterator[str]:
@@ -266,7 +389,26 @@ _NODE_REFUSALS: tuple[tuple[tuple[type[exp.Expr], ...], RefusalReason], ...] = (
     ((exp.Lock,), RefusalReason.LOCKING_READ),
     ((exp.Hint,), RefusalReason.COMMENT_HINT),
     ((exp.Dot,), RefusalReason.UNSUPPORTED_SYNTAX),
-)
+    # Literals the conservative lexer would have to understand in other encodings.
+    (
+        tuple(
+            getattr(exp, name)
+            for name in ("Introducer", "HexString", "BitString", "ByteString", "National",
+                         "RawString", "UnicodeString")
+            if hasattr(exp, name)
+        ),
+        RefusalReason.UNSUPPORTED_SYNTAX,
+    ),
+    # Pattern matches whose cost is not bounded by their input (or that MySQL does not have).
+    (
+        tuple(
+            getattr(exp, name)
+            for name in ("ILike", "SimilarTo", "Glob", "RegexpLike", "RegexpILike")
+            if hasattr(exp, name)
+        ),
+        RefusalReason.EXPENSIVE_PATTERN,
+    ),
+)  # fmt: skip
 
 
 class _Checker:
@@ -275,11 +417,13 @@ class _Checker:
     def __init__(self, *, database: str, allowed_tables: frozenset[str]) -> None:
         self._database = database
         self._allowed = allowed_tables
+        self._root: exp.Expr | None = None
         if database.casefold() in SYSTEM_SCHEMAS:
             raise _Refusal(RefusalReason.SYSTEM_SCHEMA, "configured database is a system schema")
 
     def check(self, tree: exp.Query) -> None:
         """Check every node; tables are resolved (and rewritten) last, after the structure."""
+        self._root = tree
         for node in list(tree.walk()):
             self._check_node(node)
         for table in list(tree.find_all(exp.Table)):
@@ -299,6 +443,10 @@ class _Checker:
             raise _Refusal(RefusalReason.UNSUPPORTED_SYNTAX, "SELECT modifier")
         if isinstance(node, exp.Func):
             _check_function(node)
+        _check_expensive(node)
+        _check_raw_rendered(node)
+        if _is_star_projection(node) and _projecting_select(node) is not self._root:
+            raise _Refusal(RefusalReason.STAR_NOT_TOP_LEVEL, "* outside the outermost SELECT")
         if isinstance(node, exp.Column):
             self._check_column(node)
 
@@ -308,7 +456,7 @@ class _Checker:
         db = column.args.get("db")
         if isinstance(db, exp.Identifier):
             self._check_database(db)
-        if is_secret_column(column.name) and not _bare_secret_projection(column):
+        if is_secret_column(column.name) and not _bare_secret_projection(column, self._root):
             raise _Refusal(RefusalReason.SECRET_COLUMN, column.name)
 
     def _check_database(self, db: exp.Identifier) -> None:
@@ -350,13 +498,113 @@ def _check_function(node: exp.Func) -> None:
         name = node.name.upper()
         if name not in _ALLOWED_ANONYMOUS_FUNCTIONS:
             raise _Refusal(RefusalReason.FORBIDDEN_FUNCTION, name)
+        # A quoted name (`now`()) resolves to a stored function of that name on the server:
+        # the built-in is always rendered as a bare upper-case word.
+        node.set("this", name)
         return
     if type(node) not in _ALLOWED_FUNCTION_NODES:
         raise _Refusal(RefusalReason.FORBIDDEN_FUNCTION, type(node).__name__)
 
 
-def _bare_secret_projection(column: exp.Column) -> bool:
-    """True for ``SELECT api_key`` / ``SELECT t.api_key AS api_key2`` in a non-set-operation."""
+def _check_raw_rendered(node: exp.Expr) -> None:
+    """Nodes sqlglot pastes into its output verbatim may only hold known words and numbers.
+
+    Units (``INTERVAL 1 DAY``, ``TIMESTAMPDIFF(SECOND, …)``, ``EXTRACT(YEAR FROM …)``),
+    charsets (``CAST(x AS CHAR CHARACTER SET utf8mb4)``) and type parameters
+    (``DECIMAL(10, 2)``) are rendered without quotes, so a back-quoted name there would be
+    pasted into the text as SQL.
+    """
+    if isinstance(node, exp.Var):
+        if not isinstance(node.this, str) or node.this.upper() not in RENDERED_VOCABULARY:
+            raise _Refusal(RefusalReason.UNSUPPORTED_SYNTAX, "raw-rendered word")
+    elif isinstance(node, exp.DataTypeParam):
+        value = node.this
+        if not (isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit()):
+            raise _Refusal(RefusalReason.UNSUPPORTED_SYNTAX, "type parameter")
+        if int(value.this) > MAX_TYPE_PARAMETER:
+            raise _Refusal(RefusalReason.UNSUPPORTED_SYNTAX, "type parameter too large")
+    elif isinstance(node, exp.Literal) and not node.is_string:
+        if not isinstance(node.this, str) or not _NUMBER.fullmatch(node.this):
+            raise _Refusal(RefusalReason.LEXICAL, "numeric literal")
+
+
+def _check_expensive(node: exp.Expr) -> None:
+    """Constructs whose server-side work is not bounded by the statement: refused."""
+    if isinstance(node, exp.With) and node.args.get("recursive"):
+        raise _Refusal(RefusalReason.UNSUPPORTED_SYNTAX, "recursive CTE")
+    if isinstance(node, exp.Like):
+        _check_like(node)
+    if isinstance(node, _STRING_BUILDERS):
+        _check_string_builder(node)
+
+
+# Functions whose output can be larger than any one input. Sizes stay linear only while no
+# builder feeds another: nested, or through a CTE / derived table column (each level could
+# multiply the size with constant text). REPLACE, REPEAT, LPAD, RPAD, INSERT and SPACE are not
+# on the function allowlist at all (their output is not bounded by their input).
+_STRING_BUILDERS = (exp.Concat, exp.ConcatWs, exp.GroupConcat)
+
+
+def _check_string_builder(node: exp.Expr) -> None:
+    if isinstance(node, exp.GroupConcat) and node.args.get("separator") is None:
+        # The generator writes the default separator as a literal; make it part of the tree so
+        # the rendering holds exactly the tree's string literals.
+        node.set("separator", exp.Literal.string(","))
+    if node.find_ancestor(*_STRING_BUILDERS) is not None:
+        raise _Refusal(RefusalReason.EXPENSIVE_PATTERN, "string builder nested in another")
+    if node.find_ancestor(exp.CTE) is not None or _in_derived_table(node):
+        raise _Refusal(RefusalReason.EXPENSIVE_PATTERN, "string builder in a CTE or derived table")
+
+
+def _in_derived_table(node: exp.Expr) -> bool:
+    """True when ``node`` sits in a subquery used as a table (``FROM (…) AS d`` / joins)."""
+    subquery = node.find_ancestor(exp.Subquery)
+    while subquery is not None:
+        if isinstance(subquery.parent, exp.From | exp.Join):
+            return True
+        subquery = subquery.find_ancestor(exp.Subquery)
+    return False
+
+
+def _check_like(node: exp.Like) -> None:
+    """``LIKE`` patterns are literals with few ``%``: MariaDB's wildcard matcher backtracks.
+
+    Each ``%`` multiplies the work per row inside one function evaluation, which the server's
+    time cap cannot interrupt; a computed pattern could carry any number of them.
+    """
+    pattern = node.expression
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        raise _Refusal(RefusalReason.EXPENSIVE_PATTERN, "LIKE pattern must be a literal")
+    if pattern.this.count("%") > MAX_LIKE_WILDCARDS:
+        raise _Refusal(RefusalReason.EXPENSIVE_PATTERN, "too many % in a LIKE pattern")
+    escape = node.args.get("escape")
+    if escape is not None and not (isinstance(escape, exp.Literal) and escape.is_string):
+        raise _Refusal(RefusalReason.EXPENSIVE_PATTERN, "LIKE escape must be a literal")
+
+
+def _is_star_projection(node: exp.Expr) -> bool:
+    """``*`` or ``t.*`` in a select list (not ``COUNT(*)``)."""
+    is_star = isinstance(node, exp.Star) or (
+        isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
+    )
+    if not is_star:
+        return False
+    holder = node.parent if isinstance(node.parent, exp.Column) else node
+    return isinstance(holder.parent, exp.Select) and holder.arg_key == "expressions"
+
+
+def _projecting_select(node: exp.Expr) -> exp.Expr | None:
+    """The SELECT whose select list holds ``node`` (a star projection)."""
+    holder = node.parent if isinstance(node.parent, exp.Column) else node
+    return holder.parent
+
+
+def _bare_secret_projection(column: exp.Column, root: exp.Expr | None) -> bool:
+    """True for ``SELECT api_key`` / ``SELECT t.api_key AS api_key2`` in the OUTERMOST SELECT.
+
+    Anywhere else (a scalar subquery, a CTE, a derived table, a ``UNION`` branch) the value
+    could leave the statement under a name the adapter's masking does not recognise.
+    """
     holder: exp.Expr = column
     parent = column.parent
     if isinstance(parent, exp.Alias):
@@ -365,18 +613,7 @@ def _bare_secret_projection(column: exp.Column) -> bool:
         holder, parent = parent, parent.parent
     if not isinstance(parent, exp.Select) or holder.arg_key != "expressions":
         return False
-    return parent.find_ancestor(exp.SetOperation) is None and not _renamed_by_alias_list(parent)
-
-
-def _renamed_by_alias_list(select: exp.Select) -> bool:
-    """True when an enclosing derived table or CTE renames its columns (``AS t(a, b)``)."""
-    node: exp.Expr | None = select
-    while node is not None:
-        alias = node.args.get("alias")
-        if isinstance(alias, exp.TableAlias) and alias.columns:
-            return True
-        node = node.parent
-    return False
+    return parent is root
 
 
 def _is_lone_dual(table: exp.Table) -> bool:

@@ -10,10 +10,12 @@ from tools.sql_guard import (
     Allowed,
     GuardDecision,
     RefusalReason,
+    Prepared,
     Refused,
     check_sql,
     is_secret_column,
     limit_rows,
+    prepare_sql,
 )
 
 DATABASE = "diag_test"
@@ -49,10 +51,18 @@ def test_hostile_statement_is_refused(sql: str, reason: RefusalReason | None) ->
 
 @pytest.mark.parametrize("sql", BENIGN)
 def test_benign_statement_is_allowed_and_rendering_rechecks(sql: str) -> None:
-    rendered = _rendered(sql)
+    prepared = prepare_sql(sql, database=DATABASE, allowed_tables=TABLES, max_rows=50)
+    assert isinstance(prepared, Prepared), prepared
+    assert prepared.text == _rendered(sql)
     # What the adapter sends must itself pass, and be a single statement.
-    assert isinstance(_check(rendered), Allowed)
-    assert len(sqlglot.parse(rendered, read="mysql")) == 1
+    assert isinstance(_check(prepared.text), Allowed)
+    assert len(sqlglot.parse(prepared.text, read="mysql")) == 1
+
+
+@pytest.mark.parametrize(("sql", "reason"), HOSTILE)
+def test_hostile_statement_is_never_prepared(sql: str, reason: RefusalReason | None) -> None:
+    prepared = prepare_sql(sql, database=DATABASE, allowed_tables=TABLES, max_rows=50)
+    assert isinstance(prepared, Refused)
 
 
 def test_limit_is_added_when_missing() -> None:
@@ -73,9 +83,17 @@ def test_union_gets_an_outer_limit() -> None:
     assert rendered.endswith("UNION SELECT `order_id` FROM `payments` LIMIT 4")
 
 
-def test_comments_are_not_sent() -> None:
-    rendered = _rendered("SELECT id /* hi */ FROM orders -- bye")
-    assert "/*" not in rendered and "--" not in rendered and "bye" not in rendered
+def test_comments_are_refused_in_any_form() -> None:
+    for sql in (
+        "SELECT id /* hi */ FROM orders",
+        "SELECT id FROM orders -- bye",
+        "SELECT id FROM orders --\tbye",
+        "SELECT id FROM orders # bye",
+        "SELECT id FROM orders /* unterminated",
+    ):
+        decision = _check(sql)
+        assert isinstance(decision, Refused), sql
+        assert decision.reason is RefusalReason.COMMENT_HINT
 
 
 def test_identifiers_are_quoted_so_keywords_cannot_turn_into_functions() -> None:
@@ -99,12 +117,14 @@ def test_dual_is_dropped() -> None:
 
 def test_cte_names_resolve_by_scope() -> None:
     _allowed("WITH api_credentials AS (SELECT 1 AS a) SELECT * FROM api_credentials")
-    refused = _check("WITH a AS (SELECT * FROM b), b AS (SELECT 1) SELECT * FROM a")
+    refused = _check("WITH a AS (SELECT x FROM b), b AS (SELECT 1 AS x) SELECT * FROM a")
     assert isinstance(refused, Refused) and refused.reason is RefusalReason.TABLE_NOT_ALLOWED
-    _allowed(
+    # Recursive CTEs generate rows without a bound the statement text shows: refused.
+    recursive = _check(
         "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 3) "
-        "SELECT * FROM c"
+        "SELECT n FROM c"
     )
+    assert isinstance(recursive, Refused)
 
 
 def test_secret_columns_only_as_bare_projection() -> None:
