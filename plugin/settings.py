@@ -63,6 +63,13 @@ class Settings(BaseSettings):
     mysql_allowed_tables: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), validation_alias="DIAG_MYSQL_ALLOWED_TABLES"
     )
+    mysql_require_read_only: bool = Field(
+        default=True, validation_alias="DIAG_MYSQL_REQUIRE_READ_ONLY"
+    )
+    mysql_statement_timeout_seconds: float = Field(
+        default=5.0, gt=0, le=3600, validation_alias="DIAG_MYSQL_STATEMENT_TIMEOUT_SECONDS"
+    )
+    mysql_max_rows: int = Field(default=50, ge=1, le=1000, validation_alias="DIAG_MYSQL_MAX_ROWS")
     knowledge_rescan_seconds: float = Field(
         default=5.0, ge=0, validation_alias="DIAG_KNOWLEDGE_RESCAN_SECONDS"
     )

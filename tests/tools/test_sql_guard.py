@@ -9,8 +9,8 @@ from tests.tools.sql_corpus import BENIGN, HOSTILE
 from tools.sql_guard import (
     Allowed,
     GuardDecision,
-    RefusalReason,
     Prepared,
+    RefusalReason,
     Refused,
     check_sql,
     is_secret_column,
