@@ -11,9 +11,19 @@ from collections.abc import Collection, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["IgnoreReason", "gate_mention", "retry_number", "strip_mentions"]
+__all__ = [
+    "IgnoreReason",
+    "gate_mention",
+    "is_slack_ts",
+    "malformed_detail",
+    "retry_number",
+    "slack_ts",
+    "strip_mentions",
+]
 
 _MENTION = re.compile(r"<@[UW][A-Z0-9]+(?:\|[^>]*)?>")
+# A Slack message timestamp: seconds, a dot, a sequence (``1764300000.000100``); ASCII, bounded.
+_TS = re.compile(r"[0-9]{1,12}\.[0-9]{1,9}")
 
 
 class IgnoreReason(StrEnum):
@@ -31,6 +41,31 @@ class IgnoreReason(StrEnum):
 def strip_mentions(text: str) -> str:
     """The mention text without user mentions, trimmed: the query, otherwise verbatim."""
     return _MENTION.sub(" ", text).strip()
+
+
+def slack_ts(value: object) -> str | None:
+    """``value`` if it is a well-formed Slack message timestamp (a string such as
+    ``"1764300000.000100"``; never a number, never padded), else None."""
+    return value if isinstance(value, str) and _TS.fullmatch(value) is not None else None
+
+
+def is_slack_ts(value: object) -> bool:
+    return slack_ts(value) is not None
+
+
+def malformed_detail(event: Mapping[str, Any]) -> str | None:
+    """Why a mention cannot be served as it stands (a fixed phrase naming the field, never the
+    event's content), or None when its fields are usable."""
+    channel = event.get("channel")
+    if not isinstance(channel, str) or not channel:
+        return "no channel"
+    if not isinstance(event.get("text"), str):
+        return "no text"
+    if not is_slack_ts(event.get("ts")):
+        return "no well-formed ts" if "ts" in event else "no ts"
+    if "thread_ts" in event and not is_slack_ts(event["thread_ts"]):
+        return "malformed thread_ts"
+    return None
 
 
 def retry_number(headers: Mapping[str, Sequence[str]]) -> int:
@@ -54,9 +89,9 @@ def gate_mention(
         return IgnoreReason.FROM_BOT
     if event.get("edited") or event.get("subtype") == "message_changed":
         return IgnoreReason.EDITED
-    channel = event.get("channel")
-    if not isinstance(channel, str) or not isinstance(event.get("text"), str):
+    if malformed_detail(event) is not None:
         return IgnoreReason.MALFORMED
+    channel = str(event["channel"])
     if event.get("channel_type") == "im" or channel.startswith("D"):
         return IgnoreReason.DIRECT_MESSAGE
     if channel not in admin_channels:

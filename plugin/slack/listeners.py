@@ -2,7 +2,12 @@
 the ``replay_diagnosis`` message shortcut.
 
 Everything this plugin chooses to ignore is acknowledged (Bolt would answer 404 otherwise and
-Slack would retry) and logged with a reason. The channel is re-checked on every interaction.
+Slack would retry) and logged with a reason, malformed payloads included: a listener never
+raises on what Slack (or anyone holding the signing secret) sends. The channel is re-checked on
+every interaction.
+
+Without a bot id from the host app's authorization, nothing in a thread can be told to be ours:
+mentions run without a previous turn and the replay shortcut refuses (see ``turns``).
 """
 
 from __future__ import annotations
@@ -16,7 +21,13 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.settings import Settings
-from plugin.slack.gate import IgnoreReason, gate_mention, strip_mentions
+from plugin.slack.gate import (
+    IgnoreReason,
+    gate_mention,
+    malformed_detail,
+    slack_ts,
+    strip_mentions,
+)
 from plugin.slack.render import CANCEL_ACTION_ID
 from plugin.slack.runs import RunManager, RunRequest
 from plugin.slack.turns import find_recorded_input, latest_turn
@@ -27,6 +38,30 @@ _log = logging.getLogger(__name__)
 
 REPLAY_CALLBACK_ID = "replay_diagnosis"
 _EVENT_TTL_SECONDS = 3600.0
+_MAX_LOGGED_ID = 64
+
+REFUSE_NO_BOT_ID = (
+    "I cannot replay here: this app's authorization does not tell me my own bot id, so I "
+    "cannot tell my answers from anyone else's. Ask the app's operator to return bot_id "
+    "from authorize."
+)
+REFUSE_NOT_REPLAYABLE = (
+    "I cannot replay this message: only my own answers and questions asked to me can be replayed."
+)
+REFUSE_UNREADABLE = "I cannot replay this message right now: I could not read this thread."
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _loggable(value: object) -> str:
+    """An id from a payload, safe to log: a bounded representation."""
+    return repr(value)[:_MAX_LOGGED_ID]
 
 
 class Listeners:
@@ -42,10 +77,12 @@ class Listeners:
         app.action(CANCEL_ACTION_ID)(self.on_cancel)
         app.shortcut(REPLAY_CALLBACK_ID)(self.on_replay)
 
-    def _ignore(self, reason: IgnoreReason, event_id: object) -> None:
+    def _ignore(self, reason: IgnoreReason, event_id: object, detail: str | None = None) -> None:
         self.ignored.append(reason)
         del self.ignored[:-1000]
-        _log.info("ignored app_mention %s: %s", event_id, reason.value)
+        suffix = f" ({detail})" if detail else ""
+        level = logging.WARNING if reason is IgnoreReason.MALFORMED else logging.INFO
+        _log.log(level, "ignored app_mention %s: %s%s", _loggable(event_id), reason.value, suffix)
 
     async def on_mention(
         self,
@@ -58,38 +95,47 @@ class Listeners:
     ) -> None:
         await ack()
         headers: Mapping[str, Sequence[str]] = request.headers
+        event = _mapping(event)
         reason = gate_mention(event, headers, self.admin_channels)
         event_id = body.get("event_id")
         if reason is not None:
-            self._ignore(reason, event_id)
+            detail = malformed_detail(event) if reason is IgnoreReason.MALFORMED else None
+            self._ignore(reason, event_id, detail)
             return
         if isinstance(event_id, str) and not await self.manager.state.claim_event(
             event_id, _EVENT_TTL_SECONDS
         ):
             self._ignore(IgnoreReason.DUPLICATE_EVENT, event_id)
             return
-        channel, thread_ts = event["channel"], event.get("thread_ts")
+        # The gate checked these: channel and text are strings, ts (and thread_ts if given)
+        # well-formed Slack timestamps.
+        channel: str = event["channel"]
+        thread_ts = _str_or_none(event.get("thread_ts"))
         previous = None
-        if isinstance(thread_ts, str):
+        if thread_ts is not None:
             previous = await latest_turn(client, channel, thread_ts, context.bot_id)
         await self.manager.submit(
             RunRequest(
                 client=client,
                 channel=channel,
-                thread_ts=thread_ts if isinstance(thread_ts, str) else event["ts"],
+                thread_ts=thread_ts or event["ts"],
                 query=strip_mentions(event["text"]),
                 previous_turn=previous,
-                requested_by=event.get("user"),
+                requested_by=_str_or_none(event.get("user")),
             )
         )
 
     async def on_cancel(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
-        channel = (body.get("channel") or {}).get("id")
-        actions = body.get("actions") or [{}]
-        run_key = actions[0].get("value")
-        if channel not in self.admin_channels or not isinstance(run_key, str):
+        channel = _str_or_none(_mapping(body.get("channel")).get("id"))
+        actions = body.get("actions")
+        first = _mapping(actions[0]) if isinstance(actions, list) and actions else {}
+        run_key = first.get("value")
+        if channel is None or channel not in self.admin_channels:
             _log.info("ignored cancel outside the admin channels")
+            return
+        if not isinstance(run_key, str):
+            _log.warning("ignored cancel: malformed (no run key)")
             return
         await self.manager.request_cancel(run_key, channel)
 
@@ -97,35 +143,71 @@ class Listeners:
         self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, context: AsyncBoltContext
     ) -> None:
         await ack()
-        channel = (body.get("channel") or {}).get("id")
-        message = body.get("message") or {}
-        if channel not in self.admin_channels or not isinstance(message.get("ts"), str):
+        channel = _str_or_none(_mapping(body.get("channel")).get("id"))
+        if channel is None or channel not in self.admin_channels:
             _log.info("ignored replay shortcut outside the admin channels")
             return
-        thread_ts = message.get("thread_ts") or message["ts"]
-        request = await self._replay_request(client, context, channel, thread_ts, message)
-        if request is not None:
-            await self.manager.submit(request)
+        message = _mapping(body.get("message"))
+        message_ts = slack_ts(message.get("ts"))
+        thread_ts = slack_ts(message.get("thread_ts") or message_ts)
+        if message_ts is None or thread_ts is None:
+            _log.warning("ignored replay shortcut: malformed (no well-formed message ts)")
+            return
+        user = _str_or_none(_mapping(body.get("user")).get("id"))
+        if not context.bot_id:
+            _log.warning(
+                "refused replay shortcut in %s: no bot id from the app's authorization", channel
+            )
+            await self._refuse(client, channel, thread_ts, user, REFUSE_NO_BOT_ID)
+            return
+        try:
+            request = await self._replay_request(
+                client, context.bot_id, channel, thread_ts, message_ts, message
+            )
+        except Exception as exc:  # Slack could not be read: say so, never a 500
+            _log.warning("refused replay shortcut: thread unreadable (%s)", type(exc).__name__)
+            await self._refuse(client, channel, thread_ts, user, REFUSE_UNREADABLE)
+            return
+        if request is None:
+            _log.info("refused replay shortcut in %s: not a replayable message", channel)
+            await self._refuse(client, channel, thread_ts, user, REFUSE_NOT_REPLAYABLE)
+            return
+        await self.manager.submit(request)
+
+    async def _refuse(
+        self,
+        client: AsyncWebClient,
+        channel: str,
+        thread_ts: str,
+        user: str | None,
+        text: str,
+    ) -> None:
+        """Tell the person who clicked why nothing happens (only them: an ephemeral message)."""
+        if user is None:
+            return
+        try:
+            await client.chat_postEphemeral(
+                channel=channel, user=user, thread_ts=thread_ts, text=text
+            )
+        except Exception as exc:  # Slack failures are logged, never raised into Bolt
+            _log.warning("could not post the replay refusal: %s", type(exc).__name__)
 
     async def _replay_request(
         self,
         client: AsyncWebClient,
-        context: AsyncBoltContext,
+        bot_id: str,
         channel: str,
         thread_ts: str,
+        message_ts: str,
         message: dict[str, Any],
     ) -> RunRequest | None:
         """An answer of ours replays its recorded input; a user's mention replays its text."""
-        recorded = await find_recorded_input(
-            client, channel, thread_ts, message["ts"], context.bot_id
-        )
+        recorded = await find_recorded_input(client, channel, thread_ts, message_ts, bot_id)
         if recorded is not None:
             query, previous = recorded.query, recorded.previous_turn
         elif not message.get("bot_id") and isinstance(message.get("text"), str):
             query = strip_mentions(message["text"])
-            previous = await latest_turn(
-                client, channel, thread_ts, context.bot_id, before=message["ts"]
-            )
+            previous = await latest_turn(client, channel, thread_ts, bot_id, before=message_ts)
         else:
             return None
         return RunRequest(

@@ -22,6 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from plugin.result import ExecutionResult
 from plugin.settings import Settings
 from plugin.slack import register
+from plugin.slack.gate import malformed_detail
 from plugin.slack.recording_api import RecordingSlackApi, blocks_to_text
 
 __all__ = ["ReplayError", "ReplayOutput", "replay_envelope"]
@@ -54,8 +55,9 @@ def _load(path: Path) -> tuple[str, dict[str, Any]]:
     event = envelope.get("event") if isinstance(envelope, dict) else None
     if not isinstance(event, dict) or event.get("type") != "app_mention":
         raise ReplayError("INVALID_ENVELOPE", "expected an event_callback with an app_mention")
-    if not isinstance(event.get("channel"), str):
-        raise ReplayError("INVALID_ENVELOPE", "the event has no channel")
+    detail = malformed_detail(event)
+    if detail is not None:  # the listener would drop it; say why before dispatching anything
+        raise ReplayError("INVALID_ENVELOPE", f"the app_mention cannot be served: {detail}")
     return text, event
 
 

@@ -4,6 +4,11 @@ Each answer the bot posts carries ``metadata = {"event_type": "diag_turn", "even
 {"turn": {query, conclusion, missing_info}, "input": {"query", "previous_turn"}, "run_id"}}``.
 A follow-up in the same thread reads back the latest such turn posted by this bot — never the
 raw thread history, never another thread. ``input`` is what a replay re-runs.
+
+"Posted by this bot" is decided by the message's ``bot_id``, which Slack sets and no one can
+forge. It fails closed: when the host app's authorization names no bot id, no message is ours
+(anyone can post a message with our metadata type), so there is no previous turn and nothing to
+replay.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.request import PreviousTurn
 from plugin.result import ExecutionResult
+from plugin.slack.gate import slack_ts
 
 __all__ = [
     "EVENT_TYPE",
@@ -73,7 +79,9 @@ async def _thread_messages(
         response = await client.conversations_replies(
             channel=channel, ts=thread_ts, include_all_metadata=True, limit=200, cursor=cursor
         )
-        messages.extend(response.get("messages") or [])
+        page = response.get("messages")
+        if isinstance(page, list):
+            messages.extend(m for m in page if isinstance(m, dict))
         cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
         if not cursor:
             break
@@ -81,13 +89,20 @@ async def _thread_messages(
 
 
 def _ours(message: dict[str, Any], bot_id: str | None) -> dict[str, Any] | None:
-    metadata = message.get("metadata") or {}
-    if metadata.get("event_type") != EVENT_TYPE:
+    """The payload of one of this bot's answers; None for anything else, and for everything
+    when the bot id is unknown (fail closed)."""
+    if not bot_id or message.get("bot_id") != bot_id:
         return None
-    if bot_id is not None and message.get("bot_id") != bot_id:
+    metadata = message.get("metadata")
+    if not isinstance(metadata, dict) or metadata.get("event_type") != EVENT_TYPE:
         return None
     payload = metadata.get("event_payload")
     return payload if isinstance(payload, dict) else None
+
+
+def _ts_key(value: object) -> float | None:
+    ts = slack_ts(value)
+    return float(ts) if ts is not None else None
 
 
 def _turn_from(payload: dict[str, Any]) -> PreviousTurn | None:
@@ -105,17 +120,32 @@ async def latest_turn(
     *,
     before: str | None = None,
 ) -> PreviousTurn | None:
-    """The latest frozen turn this bot posted in the thread (optionally before ``before``)."""
+    """The latest frozen turn this bot posted in the thread (optionally before ``before``).
+
+    None without a known bot id (the thread is then not read at all), when Slack cannot be read,
+    or when the thread holds no valid turn of ours.
+    """
+    if not bot_id:
+        _log.warning(
+            "no bot id from the app's authorization: the previous turn in thread %s is not "
+            "trusted, the run goes on without one (return bot_id from authorize)",
+            thread_ts,
+        )
+        return None
+    limit = _ts_key(before) if before is not None else float("inf")
+    if limit is None:
+        return None
     try:
         messages = await _thread_messages(client, channel, thread_ts)
     except Exception as exc:  # Slack down: the run goes on without a previous turn, logged
         _log.warning("could not read thread %s: %s", thread_ts, type(exc).__name__)
         return None
     turns = [
-        (float(m.get("ts", "0")), payload)
+        (ts, payload)
         for m in messages
         if (payload := _ours(m, bot_id)) is not None
-        and (before is None or float(m.get("ts", "0")) < float(before))
+        and (ts := _ts_key(m.get("ts"))) is not None
+        and ts < limit
     ]
     for _, payload in sorted(turns, key=lambda pair: pair[0], reverse=True):
         turn = _turn_from(payload)
@@ -127,7 +157,10 @@ async def latest_turn(
 async def find_recorded_input(
     client: AsyncWebClient, channel: str, thread_ts: str, message_ts: str, bot_id: str | None
 ) -> RecordedInput | None:
-    """The recorded input of the answer at ``message_ts`` in the thread, if it is one of ours."""
+    """The recorded input of the answer at ``message_ts`` in the thread, if it is one of ours
+    (never without a known bot id). Slack errors propagate: the caller says so."""
+    if not bot_id:
+        return None
     messages = await _thread_messages(client, channel, thread_ts)
     for message in messages:
         if message.get("ts") != message_ts:
@@ -135,7 +168,9 @@ async def find_recorded_input(
         payload = _ours(message, bot_id)
         if payload is None:
             return None
-        recorded = payload.get("input") or {}
+        recorded = payload.get("input")
+        if not isinstance(recorded, dict):
+            return None
         query = recorded.get("query")
         if not isinstance(query, str) or not query.strip():
             return None

@@ -116,7 +116,7 @@ def empty_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)  # a .env in the working directory must not count either
     (tmp_path / ".env").write_text("DIAG_MAX_MODEL_CALLS=99\n", encoding="utf-8")
-    return Settings(_env_file=None)  # type: ignore[call-arg]
+    return Settings(_env_file=None)
 
 
 @pytest.mark.parametrize(

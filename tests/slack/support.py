@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.signature import SignatureVerifier
@@ -29,6 +30,9 @@ SIGNING_SECRET = "test-signing-secret-CANARY-3c1d"
 BOT_TOKEN = "xoxb-test-CANARY-bot-token-77"
 ADMIN = "CADMIN0001"
 OTHER = "COTHER0002"
+
+ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
+"""An event field given as ``ABSENT`` is left out of the event altogether."""
 
 
 @dataclass
@@ -53,15 +57,18 @@ class SlackRig:
 
     async def mention(
         self,
-        text: str,
+        text: Any,
         *,
-        channel: str = ADMIN,
-        thread_ts: str | None = None,
+        channel: Any = ADMIN,
+        thread_ts: Any = None,
         event_id: str | None = None,
         retry_num: str | None = None,
         **event_fields: Any,
     ) -> BoltResponse:
-        ts = event_fields.pop("ts", None) or f"1764300000.{uuid.uuid4().int % 10**6:06d}"
+        if "ts" in event_fields:
+            ts = event_fields.pop("ts")
+        else:
+            ts = f"1764300000.{uuid.uuid4().int % 10**6:06d}"
         event: dict[str, Any] = {
             "type": "app_mention",
             "user": "UHUMAN01",
@@ -73,6 +80,7 @@ class SlackRig:
         }
         if thread_ts is not None:
             event["thread_ts"] = thread_ts
+        event = {k: v for k, v in event.items() if v is not ABSENT}
         envelope = {
             "token": "legacy",
             "team_id": "T00000001",
@@ -84,6 +92,25 @@ class SlackRig:
         }
         headers = {"x-slack-retry-num": retry_num} if retry_num is not None else {}
         return await self.dispatch(json.dumps(envelope), "application/json", **headers)
+
+    async def replay_shortcut(
+        self, message: dict[str, Any], *, channel: str = ADMIN, user: str = "UHUMAN01"
+    ) -> BoltResponse:
+        """The ``replay_diagnosis`` message shortcut, clicked on ``message`` (as stored)."""
+        fields = ("type", "ts", "thread_ts", "bot_id", "user", "text")
+        return await self.interact(
+            {
+                "type": "message_action",
+                "callback_id": "replay_diagnosis",
+                "trigger_id": "1.2.3",
+                "user": {"id": user},
+                "team": {"id": "T00000001"},
+                "api_app_id": "A00000001",
+                "channel": {"id": channel},
+                "message_ts": message.get("ts"),
+                "message": {k: message[k] for k in fields if message.get(k) is not None},
+            }
+        )
 
     async def interact(self, payload: dict[str, Any]) -> BoltResponse:
         body = urlencode({"payload": json.dumps(payload)})
@@ -97,9 +124,28 @@ class SlackRig:
         return [m for m in self.slack.messages if (m.get("metadata") or {}).get("event_type")]
 
 
-def build_app(slack: RecordingSlackApi, *, process_before_response: bool = True) -> AsyncApp:
+Authorize = Callable[..., Awaitable[AuthorizeResult]]
+
+
+def build_app(
+    slack: RecordingSlackApi,
+    *,
+    process_before_response: bool = True,
+    authorize: Authorize | None = None,
+) -> AsyncApp:
     """The host app. Tests run listeners before the response so a dispatch is deterministic;
-    the listeners ack first either way (production keeps Bolt's default: ack, then run)."""
+    the listeners ack first either way (production keeps Bolt's default: ack, then run).
+
+    Without ``authorize`` Bolt authorizes the bot token with ``auth.test`` (which names the bot
+    id); a host app may bring its own ``authorize=`` instead, whose result may lack ``bot_id``.
+    """
+    if authorize is not None:
+        return AsyncApp(
+            signing_secret=SIGNING_SECRET,
+            client=AsyncWebClient(base_url=slack.base_url),
+            authorize=authorize,
+            process_before_response=process_before_response,
+        )
     client = AsyncWebClient(token=BOT_TOKEN, base_url=slack.base_url)
     return AsyncApp(
         signing_secret=SIGNING_SECRET,
@@ -110,14 +156,19 @@ def build_app(slack: RecordingSlackApi, *, process_before_response: bool = True)
 
 @asynccontextmanager
 async def slack_rig(
-    model: ScriptedModelServer, tmp_path: Path, *, status_interval: float = 0.05, **env: Any
+    model: ScriptedModelServer,
+    tmp_path: Path,
+    *,
+    status_interval: float = 0.05,
+    authorize: Authorize | None = None,
+    **env: Any,
 ) -> AsyncIterator[SlackRig]:
     async with RecordingSlackApi() as slack:
         settings = settings_for(model, tmp_path, DIAG_ADMIN_CHANNELS=ADMIN, **env)
         harness = Harness(
             settings=settings, adapters=adapters(), audit=JsonlAuditSink(tmp_path / "audit")
         )
-        app = build_app(slack)
+        app = build_app(slack, authorize=authorize)
         handle = register(app, settings, harness=harness, status_interval_seconds=status_interval)
         try:
             yield SlackRig(app=app, handle=handle, slack=slack, model=model)

@@ -12,7 +12,7 @@ from typing import Any
 from plugin.model_replay import ModelStep
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, tool_step
-from tests.slack.support import ADMIN, OTHER, SlackRig, slack_rig
+from tests.slack.support import ABSENT, ADMIN, OTHER, SlackRig, slack_rig
 
 QUESTION = "<@UDIAG0001> payment-api 5xx since 10:05 UTC, order ord_10231"
 
@@ -122,9 +122,10 @@ async def test_ignored_events_produce_no_run_and_no_post(
             await rig.mention(QUESTION, bot_id="BOTHER01"),
             await rig.mention(QUESTION, edited={"user": "UHUMAN01", "ts": "1"}),
             await rig.mention(QUESTION, retry_num="1"),
+            await rig.mention(QUESTION, ts=ABSENT),
         ]
         await rig.handle.manager.wait_idle()
-        assert [r.status for r in cases] == [200] * 5
+        assert [r.status for r in cases] == [200] * 6
         assert model.request_count == 0
         assert rig.posts() == []
         # A first delivery over Socket Mode carries retry number 0: it is served.
@@ -140,6 +141,7 @@ async def test_ignored_events_produce_no_run_and_no_post(
             "FROM_BOT",
             "EDITED",
             "SLACK_RETRY",
+            "MALFORMED",
             "DUPLICATE_EVENT",
         ]
 
