@@ -189,6 +189,23 @@ async def test_replay_shortcut_refuses_a_message_that_is_not_replayable(
         assert all("cannot replay" in r["text"] for r in refusals)
 
 
+async def test_replay_shortcut_says_so_when_the_thread_cannot_be_read(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    model = await model_server([final_step(draft_json(conclusion=False))])
+    async with slack_rig(model, tmp_path) as rig:
+        await rig.mention(QUESTION, ts=ROOT)
+        await rig.handle.manager.wait_idle()
+        answer = _our_answers(rig)[0]
+        rig.slack.fail("conversations.replies", error="ratelimited_forever", times=5)
+        response = await rig.replay_shortcut(answer)
+        await rig.handle.manager.wait_idle()
+        assert response.status == 200
+        assert model.request_count == 1
+        refusals = _ephemerals(rig)
+        assert len(refusals) == 1 and "could not read this thread" in refusals[0]["text"]
+
+
 @pytest.mark.parametrize(
     "message",
     [
