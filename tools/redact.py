@@ -21,52 +21,75 @@ from collections.abc import Callable
 
 MARK = "[REDACTED]"
 URL_PASSWORD_MARK = "***"
+# Raw characters kept past a caller's visible limit before redaction (see :func:`redact_prefix`).
+HEADROOM = 1024
+
+# Every pattern below is linear in the length of its input: a quantified run is either possessive
+# or followed by a character it cannot contain, and a pattern whose start could fall anywhere
+# inside a long run (``a.a.a.…``, ``eyJ-eyJ-…``, ``key-key-…``) either starts only where such a
+# run starts or consumes the whole run on its first attempt, so no run is rescanned from each of
+# its characters. tests/tools/test_evidence_redact_linear.py times each on hostile inputs.
 
 # A PEM private key block; an unterminated block (e.g. cut by a snippet bound) runs to the end.
 _PEM = re.compile(
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"
-    r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|.*\Z)",
+    r"-----BEGIN (?:[A-Z0-9]++ )*PRIVATE KEY-----"
+    r"(?:.*?-----END (?:[A-Z0-9]++ )*PRIVATE KEY-----|.*\Z)",
     re.DOTALL,
 )
-# header.payload.signature, each base64url; real JWT headers always start with '{"' = eyJ.
-_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}")
-_SLACK = re.compile(r"\b(?:xox[abprse]|xapp)-[A-Za-z0-9-]{10,}")
-_GITHUB = re.compile(r"\b(?:(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")
+# header.payload.signature, each base64url; real JWT headers always start with '{"' = eyJ. The
+# first segment is always consumed whole (the tail is optional), so a failed start never leaves
+# its run to be rescanned from the next ``eyJ`` inside it; :func:`_jwt` keeps non-JWTs as they
+# are. A JWT-shaped prefix at the very end (the text was cut there) is masked too.
+_JWT = re.compile(
+    r"\beyJ[A-Za-z0-9_-]{5,}+"
+    r"(?P<rest>\.[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{5,}+|(?:\.[A-Za-z0-9_-]*+){0,2}+\Z)?+"
+)
+_SLACK = re.compile(r"\b(?:xox[abprse]|xapp)-[A-Za-z0-9-]{10,}+")
+_GITHUB = re.compile(
+    r"\b(?:(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}+|github_pat_[A-Za-z0-9_]{20,}+)"
+)
 _AWS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")
 # A line that names an AWS key id; a 40-char base64 word on it is its secret access key.
-_AWS_LINE = re.compile(r"^.*\b(?:AKIA|ASIA)[A-Z0-9]{16}\b.*$", re.MULTILINE)
+_AWS_LINE = re.compile(r"^[^\n]*\b(?:AKIA|ASIA)[A-Z0-9]{16}\b[^\n]*+", re.MULTILINE)
 _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 # The whole value of credential-bearing headers, keeping the auth scheme word if present.
 _AUTH_HEADER = re.compile(
-    r"(?P<key>\b(?:Proxy-)?Authorization[\"']?\s*[:=]\s*[\"']?)"
-    r"(?P<scheme>(?:Bearer|Basic|Token|Digest|Negotiate|AWS4-HMAC-SHA256)\s+)?+"
-    r"(?!\[REDACTED\])(?P<value>[^\s\"',;]+)",
+    r"(?P<key>\b(?:Proxy-)?Authorization[\"']?\s*+[:=]\s*+[\"']?)"
+    r"(?P<scheme>(?:Bearer|Basic|Token|Digest|Negotiate|AWS4-HMAC-SHA256)\s++)?+"
+    r"(?!\[REDACTED\])(?P<value>[^\s\"',;]++)",
     re.IGNORECASE,
 )
 _COOKIE_HEADER = re.compile(
-    r"(?P<key>\b(?:Set-)?Cookie\s*:\s*)(?!\[REDACTED\])(?P<value>[^\r\n\"]+)", re.IGNORECASE
+    r"(?P<key>\b(?:Set-)?Cookie\s*+:\s*+)(?!\[REDACTED\])(?P<value>[^\r\n\"]++)",
+    re.IGNORECASE,
 )
-_BEARER = re.compile(r"(?P<key>\bBearer\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
-# scheme://user:password@host — keep scheme, user and host; host-only URLs do not match.
+_BEARER = re.compile(r"(?P<key>\bBearer\s++)(?P<value>[A-Za-z0-9._~+/=-]{8,}+)", re.IGNORECASE)
+# scheme://user:password@host — keep scheme, user and host; host-only URLs do not match. The
+# match starts at ``://`` (one scheme character before it), not at every letter of a long run.
 _URL_USERINFO = re.compile(
-    r"(?P<key>\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)(?P<value>[^@\s/?#]+)(?P<at>@)"
+    r"(?<=[A-Za-z0-9+.-])(?P<key>://[^/\s:@]*+:)(?P<value>[^@\s/?#]++)(?P<at>@)"
 )
-# key=value / key: value / "key": "value" where the key names a credential. ``\b`` after the
-# key word keeps plurals such as ``max_tokens`` (a count, not a secret) out.
+# key=value / key: value / "key": "value" where the key names a credential. The key word must
+# not follow a letter or digit (so ``DB_PASSWORD`` and ``X-Api-Key`` match at the key word),
+# and ``\b`` after it keeps plurals such as ``max_tokens`` (a count, not a secret) out. A quoted
+# value left open at the end of its line or of the text (cut there) is masked to that end.
 _KEY_VALUE = re.compile(
-    r"(?P<key>\b(?:[A-Za-z0-9]+[_.-])*"
+    r"(?<![^\W_])(?P<key>"
     r"(?:password|passwd|passphrase|pwd|pass|secret|token|api[_-]?key|apikey|access[_-]?key"
     r"|secret[_-]?key|private[_-]?key|client[_-]?secret|credentials?|signing[_-]?key)\b"
-    r"[\"']?\s*(?:=>|[:=])\s*)"
+    r"[\"']?\s*+(?:=>|[:=])\s*+)"
     r"(?!\[REDACTED\]|\*\*\*(?![^\s\"',;&}\]]))"
-    r"(?P<value>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"',;&}\]]+)",
+    r"(?P<value>\"(?:[^\"\\\n]++|\\[^\n])*+(?:\"|\\?(?=\n)|\\?\Z)"
+    r"|'[^'\n]*+(?:'|(?=\n)|\Z)|[^\s\"',;&}\]]++)",
     re.IGNORECASE,
 )
 # A long opaque value right after a key word with only separators between (``signing key
-# 9f86d0...``). Requires 32+ chars so ordinary words after "key" survive.
+# 9f86d0...``). Requires 32+ chars so ordinary words after "key" survive. The value run is
+# possessive and nothing after it is required, so a start costs at most 36 steps unless it
+# matches (and then its run is consumed).
 _GENERIC = re.compile(
     r"(?P<key>\b(?:key|secret|token|signature|hmac)\b[\s:=\"'-]{1,4})"
-    r"(?P<value>[A-Fa-f0-9]{32,}|[A-Za-z0-9+/_-]{32,}={0,2})(?![A-Za-z0-9+/_=-])",
+    r"(?P<value>[A-Za-z0-9+/_-]{32,}+=*+)",
     re.IGNORECASE,
 )
 
@@ -86,6 +109,10 @@ def _keep_quotes(match: re.Match[str]) -> str:
     return match.group("key") + MARK
 
 
+def _jwt(match: re.Match[str]) -> str:
+    return MARK if match.group("rest") is not None else match.group(0)
+
+
 def _url_password(match: re.Match[str]) -> str:
     return match.group("key") + URL_PASSWORD_MARK + match.group("at")
 
@@ -96,7 +123,7 @@ def _aws_line(match: re.Match[str]) -> str:
 
 _RULES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     (_PEM, "[REDACTED PRIVATE KEY]"),
-    (_JWT, MARK),
+    (_JWT, _jwt),
     (_SLACK, MARK),
     (_GITHUB, MARK),
     (_AWS_LINE, _aws_line),
@@ -111,7 +138,46 @@ _RULES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...]
 
 
 def redact(text: str) -> str:
-    """Return ``text`` with every recognised credential replaced by a visible mark."""
+    """Return ``text`` with every recognised credential replaced by a visible mark.
+
+    Linear in ``len(text)``, but still CPU work that holds the GIL for the whole call: callers
+    with evidence of unbounded length use :func:`redact_prefix`.
+    """
     for pattern, replacement in _RULES:
         text = pattern.sub(replacement, text)
     return text
+
+
+def _cut_at_token_boundary(text: str, budget: int) -> str:
+    """``text[:budget]`` without the token (non-whitespace run) the cut would split."""
+    if text[budget].isspace():
+        return text[:budget]
+    end = budget
+    while end and not text[end - 1].isspace():
+        end -= 1
+    return text[:end]
+
+
+def redact_prefix(text: str, budget: int) -> tuple[str, bool]:
+    """Redact at most the first ``budget`` characters of ``text``; ``True`` if it was cut.
+
+    The bound comes before any pattern runs, so the cost of one call is bounded whatever the
+    evidence holds. Give ``budget`` headroom over what will be shown (``limit + HEADROOM``) and
+    cut the result to ``limit`` afterwards: that final cut then falls on already redacted text.
+    The pre-cut never splits a secret out of recognition:
+
+    * it falls between tokens — a token (a run without whitespace) it would split is dropped
+      whole, so a token-shaped secret (JWT, URL password, key=value, AWS key…) is either
+      entirely there or entirely gone;
+    * secrets that span whitespace are recognised from their start: a PEM block or a quoted
+      ``password="…`` left open by the cut is masked to the end, a ``Cookie:`` value to the end
+      of its line;
+    * the one rule that needs context after the secret (a 40-character AWS secret is masked on
+      a line that names an AWS key id) applies to the last, cut line as if it named one.
+    """
+    if len(text) <= budget:
+        return redact(text), False
+    head = _cut_at_token_boundary(text, budget)
+    line_start = head.rfind("\n") + 1
+    last_line = _AWS_SECRET.sub(MARK, head[line_start:])
+    return redact(head[:line_start] + last_line), True
