@@ -47,8 +47,10 @@ def _unicode_spaces() -> list[str]:
     for code in range(0x80, sys.maxunicode + 1):
         char = chr(code)
         category = unicodedata.category(char)
-        if char.isspace() or category in {"Zs", "Zl", "Zp"} or (
-            category == "Cf" and code < 0x10000
+        if (
+            char.isspace()
+            or category in {"Zs", "Zl", "Zp"}
+            or (category == "Cf" and code < 0x10000)
         ):
             found.append(char)
     return found

@@ -121,8 +121,10 @@ ATTACKS: dict[str, list[str]] = {
         f"SELECT id FROM orders --{space}; UPDATE orders SET status = 'pwned'\nLIMIT 1"
         for space in ("\u00a0", "\u2003", "\u3000", "\u0085", "\u2028", "\u200b")
     ]
-    + ["SELECT id FROM orders WHERE id = 'x' --\u00a0 UNION SELECT secret_value FROM "
-       f"{OTHER_DATABASE}.vault"],  # fmt: skip
+    + [
+        "SELECT id FROM orders WHERE id = 'x' --\u00a0 UNION SELECT secret_value FROM "
+        f"{OTHER_DATABASE}.vault"
+    ],
     "stacked statements": [
         "SELECT 1; INSERT INTO orders (id) VALUES ('pwned')",
         f"SELECT 1; SELECT GET_LOCK('{LOCK_NAME}', 0)",
@@ -189,7 +191,7 @@ async def test_every_attack_class_is_contained_with_a_writable_account(
     await rw_adapter.aclose()
     assert _checksums() == before
     assert _admin_rows(f"SHOW GRANTS FOR '{RW_USER}'@'%'") == grants_before
-    assert not Path(OUTFILE).exists()
+    assert not await asyncio.to_thread(Path(OUTFILE).exists)
     assert _admin_rows(f"SELECT IS_FREE_LOCK('{LOCK_NAME}')") == [(1,)]
     running = _admin_rows(
         "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
@@ -238,20 +240,36 @@ async def test_the_adapters_connections_refuse_a_second_statement(
 
 # --- the read-only requirement -------------------------------------------------------------------
 
-ROLE_ACCOUNTS = {
-    # user: (grant statements, expected read-only)
-    "diag_test_u_select": ([f"GRANT SELECT ON {TEST_DATABASE}.* TO {{u}}"], True),
-    "diag_test_u_view": ([f"GRANT SELECT, SHOW VIEW ON {TEST_DATABASE}.* TO {{u}}"], True),
-    "diag_test_u_columns": ([f"GRANT SELECT (id, status) ON {TEST_DATABASE}.orders TO {{u}}"], True),
-    "diag_test_u_role_r": (["GRANT diag_test_role_r TO {u}", "SET DEFAULT ROLE diag_test_role_r FOR {u}"], True),
-    "diag_test_u_insert": ([f"GRANT SELECT, INSERT ON {TEST_DATABASE}.* TO {{u}}"], False),
-    "diag_test_u_grantopt": ([f"GRANT SELECT ON {TEST_DATABASE}.* TO {{u}} WITH GRANT OPTION"], False),
+_DB = f"{TEST_DATABASE}.*"
+ROLE_ACCOUNTS: dict[str, tuple[list[str], bool]] = {
+    # user: (grant statements with {u} for the account, expected read-only)
+    "diag_test_u_select": ([f"GRANT SELECT ON {_DB} TO {{u}}"], True),
+    "diag_test_u_view": ([f"GRANT SELECT, SHOW VIEW ON {_DB} TO {{u}}"], True),
+    "diag_test_u_columns": (
+        [f"GRANT SELECT (id, status) ON {TEST_DATABASE}.orders TO {{u}}"],
+        True,
+    ),
+    "diag_test_u_role_r": (
+        ["GRANT diag_test_role_r TO {u}", "SET DEFAULT ROLE diag_test_role_r FOR {u}"],
+        True,
+    ),
+    "diag_test_u_insert": ([f"GRANT SELECT, INSERT ON {_DB} TO {{u}}"], False),
+    "diag_test_u_grantopt": ([f"GRANT SELECT ON {_DB} TO {{u}} WITH GRANT OPTION"], False),
     "diag_test_u_global": (["GRANT SELECT, PROCESS ON *.* TO {u}"], False),
-    "diag_test_u_file": (["GRANT FILE ON *.* TO {u}", f"GRANT SELECT ON {TEST_DATABASE}.* TO {{u}}"], False),
-    "diag_test_u_role_w": ([f"GRANT SELECT ON {TEST_DATABASE}.* TO {{u}}", "GRANT diag_test_role_w TO {u}"], False),
-    "diag_test_u_nested": ([f"GRANT SELECT ON {TEST_DATABASE}.* TO {{u}}", "GRANT diag_test_role_outer TO {u}"], False),
-    "diag_test_u_admin": ([f"GRANT SELECT ON {TEST_DATABASE}.* TO {{u}}", "GRANT diag_test_role_r TO {u} WITH ADMIN OPTION"], False),
-}  # fmt: skip
+    "diag_test_u_file": (["GRANT FILE ON *.* TO {u}", f"GRANT SELECT ON {_DB} TO {{u}}"], False),
+    "diag_test_u_role_w": (
+        [f"GRANT SELECT ON {_DB} TO {{u}}", "GRANT diag_test_role_w TO {u}"],
+        False,
+    ),
+    "diag_test_u_nested": (
+        [f"GRANT SELECT ON {_DB} TO {{u}}", "GRANT diag_test_role_outer TO {u}"],
+        False,
+    ),
+    "diag_test_u_admin": (
+        [f"GRANT SELECT ON {_DB} TO {{u}}", "GRANT diag_test_role_r TO {u} WITH ADMIN OPTION"],
+        False,
+    ),
+}
 ROLE_PASSWORD = "diag-test-role-Pw1"
 
 
