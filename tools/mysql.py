@@ -1,15 +1,19 @@
 """``query_mysql``: one guarded, bounded, read-only SELECT against the business database.
 
-Layers, outermost first, each of which alone should stop a hostile statement:
+Layers, outermost first, each of which alone should stop a hostile statement (README "The
+read-only boundary of query_mysql"):
 
-1. :mod:`tools.sql_guard` refuses anything but one allowlisted SELECT; a refusal is
-   ``FORBIDDEN_QUERY`` and nothing is sent. The server receives the guard's own rendering of the
-   checked tree (re-checked once more), never the model's text.
-2. The statement runs inside ``START TRANSACTION READ ONLY`` … ``ROLLBACK`` with a server-enforced
-   execution time cap (MariaDB ``SET STATEMENT max_statement_time=…``; MySQL
-   ``max_execution_time``) and a server-side row cap, plus a client-side deadline slightly above.
-3. The DSN is meant to be a read-only account granted ``SELECT`` on the allowed tables only
-   (``scripts/setup_mysql.py`` creates one), so the server refuses whatever slips through.
+1. :func:`tools.sql_guard.prepare_sql` refuses anything but one allowlisted SELECT
+   (``FORBIDDEN_QUERY``, nothing sent) and returns the guard's own rendering of the checked tree,
+   verified byte for byte by a conservative MariaDB lexer; the model's text is never sent.
+2. Every pooled connection has multi-statements switched off at the protocol level; the
+   statement runs inside ``START TRANSACTION READ ONLY`` … ``ROLLBACK`` with a server-enforced
+   time cap (MariaDB ``SET STATEMENT max_statement_time=…``; MySQL ``max_execution_time``), a
+   server-side row cap and a ``GROUP_CONCAT`` cap; a statement still running 0.3 s after the cap
+   is killed from a separate connection.
+3. With ``require_read_only`` (default) the account's effective privileges are read before its
+   first statement (roles followed); an account that can do more than read executes nothing
+   (``NOT_CONFIGURED``).
 
 Results are projected into :class:`~tools.schemas.MysqlRow`: at most ``max_rows`` rows (the guard
 asks for one more to detect truncation), JSON scalars only, long strings cut visibly, values of
