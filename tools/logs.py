@@ -47,12 +47,13 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
-from tools.redact import redact
+from tools.redact import HEADROOM, redact_prefix
 from tools.schemas import LogItem, LogsInput
 
 logger = logging.getLogger(__name__)
 
 MESSAGE_CHARS = 500
+LABEL_CHARS = 100  # service and level as shown
 TRUNCATION_MARK = "…[truncated]"
 MAX_LINE_BYTES = 64 * 1024
 
@@ -101,10 +102,14 @@ def format_ts(ts: datetime) -> str:
 
 
 def bound_message(message: str, limit: int = MESSAGE_CHARS) -> str:
-    """Redact, then cut to ``limit`` characters with a visible mark (redacting first means a
-    secret cut in half cannot leak its prefix)."""
-    text = redact(message)
-    if len(text) <= limit:
+    """Bound, redact, then cut to ``limit`` characters with a visible mark.
+
+    Only ``limit + HEADROOM`` characters are ever redacted (a 64 KB line costs what a 2 KB one
+    does), and the final cut falls on redacted text, so a secret cut in half cannot leak its
+    prefix (:func:`tools.redact.redact_prefix`).
+    """
+    text, cut = redact_prefix(message, limit + HEADROOM)
+    if len(text) <= limit and not cut:
         return text
     return text[: limit - len(TRUNCATION_MARK)] + TRUNCATION_MARK
 
@@ -112,10 +117,14 @@ def bound_message(message: str, limit: int = MESSAGE_CHARS) -> str:
 def _project(record: LogRecord) -> LogItem:
     return LogItem(
         ts=format_ts(record.ts),
-        service=redact(record.service),
-        level=redact(record.level),
+        service=bound_message(record.service, LABEL_CHARS),
+        level=bound_message(record.level, LABEL_CHARS),
         message=bound_message(record.message),
     )
+
+
+def _project_page(page: LogPage) -> Ready:
+    return Ready(items=[_project(r) for r in page.items], truncated=page.truncated)
 
 
 class LogsAdapter:
@@ -134,7 +143,9 @@ class LogsAdapter:
             page = await self.source.search(call.input)
         except LogSourceError as exc:
             return Failed(exc.code)
-        return Ready(items=[_project(r) for r in page.items], truncated=page.truncated)
+        # Redaction is CPU work on up to 50 bounded texts: a worker thread, so the loop only
+        # ever waits for one short, linear regex call (each holds the GIL while it runs).
+        return await asyncio.to_thread(_project_page, page)
 
     async def aclose(self) -> None:
         await self.source.aclose()
@@ -192,18 +203,21 @@ def _lines(handle: IO[bytes]) -> Iterator[bytes | None]:
 
 
 def parse_line(raw: bytes) -> LogRecord | None:
-    """Parse one JSON line; ``None`` if malformed (bad JSON, missing field, naive ts)."""
+    """Parse one JSON line; ``None`` if malformed: bad JSON (also nested too deep to parse), a
+    missing or mistyped field, a naive ``ts`` or one that is not a real UTC instant (year 0,
+    year 10000, an offset pushing year 1 or 9999 out of range)."""
     try:
         obj = json.loads(raw)
         fields = (obj["ts"], obj["service"], obj["level"], obj["message"])
         if not all(isinstance(value, str) for value in fields):
             return None
         ts = datetime.fromisoformat(fields[0])
-    except (ValueError, KeyError, TypeError):
+        if ts.tzinfo is None or ts.utcoffset() is None:
+            return None
+        utc = ts.astimezone(UTC)
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
         return None
-    if ts.tzinfo is None:
-        return None
-    return LogRecord(ts=ts.astimezone(UTC), service=fields[1], level=fields[2], message=fields[3])
+    return LogRecord(ts=utc, service=fields[1], level=fields[2], message=fields[3])
 
 
 def _matches(record: LogRecord, q: LogsInput, needle: str | None) -> bool:
@@ -214,28 +228,56 @@ def _matches(record: LogRecord, q: LogsInput, needle: str | None) -> bool:
     return needle is None or needle in record.message.casefold()
 
 
-def _prefilter_tokens(q: LogsInput, needle: str | None) -> tuple[tuple[bytes, bool], ...]:
-    """Byte strings a matching line must contain, checked before the JSON is parsed.
+class Prefilter:
+    """Cheap checks on a raw line that skip the JSON parse — only for lines the full match
+    (:func:`parse_line` then :func:`line_matches`) would reject anyway.
 
     Parsing every line of a busy hour dominated the cost of a filtered query (bench: p99 ~3 s on
-    a 240k-line hour). A level is a JSON string as encoders write it (``"ERROR"``); an ASCII
-    ``contains`` without quote or backslash appears literally (compared case-insensitively).
-    Candidates are then parsed and matched exactly, so the prefilter only skips work.
+    a 240k-line hour), so a level and a ``contains`` filter are first looked for in the raw
+    line. That is only sound where the raw line shows each JSON string as it decodes:
+
+    * a line with a backslash may spell any character as an escape (``\\u003c``, ``\\"``,
+      ``\\/``, surrogate pairs…): it is always parsed;
+    * a line with a NUL byte or bytes that are not strict UTF-8 may be decoded differently by
+      ``json.loads`` (UTF-16/32 detection, surrogates): always parsed;
+    * otherwise every string of the line is a substring of the line. The level appears as its
+      JSON string (``"ERROR"``) and the message as itself, so ``needle in message.casefold()``
+      implies ``needle in line.casefold()`` (case folding maps characters one by one). A pure
+      ASCII line is checked on bytes (ASCII folds to ASCII, ``bytes.lower`` is exact there).
+
+    ``tests/tools/test_evidence_logs_prefilter.py`` checks keep ⊇ full-match keep as a
+    property over generated lines, escapes and needles.
     """
-    tokens: list[tuple[bytes, bool]] = []
-    if q.level is not None:
-        tokens.append((json.dumps(q.level.value).encode(), False))
-    if needle is not None and needle.isascii() and not ({'"', "\\"} & set(needle)):
-        if all(32 <= ord(char) < 127 for char in needle):
-            tokens.append((needle.encode(), True))
-    return tuple(tokens)
 
+    def __init__(self, q: LogsInput) -> None:
+        self.needle = q.contains.casefold() if q.contains is not None else None
+        self._needle_bytes = (
+            self.needle.encode("utf-8", "surrogatepass") if self.needle is not None else None
+        )
+        self._level = json.dumps(q.level.value) if q.level is not None else None
+        self._level_bytes = self._level.encode() if self._level is not None else None
+        self.active = self.needle is not None or self._level is not None
 
-def _may_match(raw: bytes, tokens: tuple[tuple[bytes, bool], ...]) -> bool:
-    for token, folded in tokens:
-        if token not in (raw.lower() if folded else raw):
+    def keeps(self, raw: bytes) -> bool:
+        """``False`` only for a line the full match cannot keep."""
+        if not self.active or b"\\" in raw or b"\x00" in raw:
+            return True
+        if raw.isascii():
+            if self._level_bytes is not None and self._level_bytes not in raw:
+                return False
+            return self._needle_bytes is None or self._needle_bytes in raw.lower()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return True
+        if self._level is not None and self._level not in text:
             return False
-    return True
+        return self.needle is None or self.needle in text.casefold()
+
+
+def line_matches(record: LogRecord, q: LogsInput) -> bool:
+    """The full match of a parsed line against a query (window, service, level, contains)."""
+    return _matches(record, q, q.contains.casefold() if q.contains is not None else None)
 
 
 class JsonlLogSource:
@@ -282,13 +324,13 @@ class JsonlLogSource:
         if not path.is_file():
             return
         scan.files.append(path.relative_to(self.folder).as_posix())
-        tokens = _prefilter_tokens(q, needle)
+        prefilter = Prefilter(q)
         with path.open("rb") as handle:
             for raw in _lines(handle):
                 scan.lines += 1
                 if raw is not None and not raw.strip():
                     continue
-                if raw is not None and tokens and not _may_match(raw, tokens):
+                if raw is not None and not prefilter.keeps(raw):
                     continue
                 record = parse_line(raw) if raw is not None else None
                 if record is None:
@@ -334,11 +376,55 @@ def re2_escape(value: str) -> str:
     return "".join("\\" + c if c in _RE2_SPECIAL else c for c in value)
 
 
+_SHORT_ESCAPES = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "\b": "b",
+    "\f": "f",
+    "\n": "n",
+    "\r": "r",
+    "\t": "t",
+}
+
+
+def _json_spellings(char: str) -> list[str]:
+    """How a JSON encoder may write ``char`` inside a string: itself, ``\\uXXXX`` (a surrogate
+    pair beyond the BMP) and a short escape where one exists."""
+    code = ord(char)
+    if code > 0xFFFF:
+        high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+        escaped = f"\\u{high:04x}\\u{low:04x}"
+    else:
+        escaped = f"\\u{code:04x}"
+    spellings = [char, escaped]
+    if char in _SHORT_ESCAPES:
+        spellings.append("\\" + _SHORT_ESCAPES[char])
+    return spellings
+
+
+def contains_regex(contains: str) -> str:
+    """An RE2 pattern matching ``contains`` in a raw line however a JSON encoder escaped it.
+
+    Loki's line filter sees the raw line, where ``<`` may be ``\\u003c`` (Go), ``é`` may be
+    ``\\u00e9`` (``ensure_ascii``) and ``/`` may be ``\\/``. ASCII letters, digits and spaces
+    are never escaped by encoders and stay literal; every other character matches any of its
+    spellings (``(?i)`` also covers the hex digits' case).
+    """
+    parts = []
+    for char in contains:
+        if char.isascii() and (char.isalnum() or char == " "):
+            parts.append(char)
+        else:
+            parts.append("(?:" + "|".join(re2_escape(s) for s in _json_spellings(char)) + ")")
+    return "(?i)" + "".join(parts)
+
+
 def build_logql(q: LogsInput) -> str:
     """The LogQL for a typed input (see module docs for the shape and why)."""
     query = "{service=" + logql_string(q.service) + "}"
     if q.contains is not None:
-        query += " |~ " + logql_string("(?i)" + re2_escape(q.contains))
+        query += " |~ " + logql_string(contains_regex(q.contains))
     if q.level is not None:
         query += " | json | level=" + logql_string(q.level.value)
     return query
@@ -370,16 +456,21 @@ class _LokiResponse(BaseModel):
     data: _LokiData
 
 
-def _from_loki(ns: str, line: str, labels: dict[str, str], service: str) -> LogRecord:
-    """One Loki entry; a JSON line supplies level and message, else the line is the message."""
-    ts = datetime.fromtimestamp(int(ns) // 1_000_000_000, tz=UTC) + timedelta(
-        microseconds=int(ns) % 1_000_000_000 // 1_000
-    )
+def _from_loki(ns: str, line: str, labels: dict[str, str], service: str) -> LogRecord | None:
+    """One Loki entry; a JSON line supplies level and message, else the line is the message.
+    ``None`` for an entry whose timestamp is no instant ``datetime`` can hold (skipped)."""
+    nanoseconds = int(ns)  # not an integer: off the documented shape (INTERNAL)
+    try:
+        ts = datetime.fromtimestamp(nanoseconds // 1_000_000_000, tz=UTC) + timedelta(
+            microseconds=nanoseconds % 1_000_000_000 // 1_000
+        )
+    except (ValueError, OverflowError, OSError):
+        return None
     level = labels.get("level") or labels.get("detected_level") or ""
     message = line
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         obj = None
     if isinstance(obj, dict):
         level = obj["level"] if isinstance(obj.get("level"), str) else level
@@ -398,9 +489,9 @@ def parse_loki_response(body: bytes, q: LogsInput) -> LogPage:
             for stream in parsed.data.result
             for value in stream.values
         ]
-    except (ValidationError, ValueError, OverflowError):
+    except (ValidationError, ValueError, OverflowError, RecursionError):
         raise LogSourceError(AdapterErrorCode.INTERNAL) from None
-    return _newest_page([r for r in records if q.start <= r.ts < q.end], q.limit)
+    return _newest_page([r for r in records if r is not None and q.start <= r.ts < q.end], q.limit)
 
 
 def _status_code(status: int) -> AdapterErrorCode | None:
@@ -446,7 +537,8 @@ class LokiLogSource:
         except aiohttp.ClientError as exc:
             logger.warning("loki request failed (%s)", type(exc).__name__)
             raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
-        return parse_loki_response(body, q)
+        # Up to max_body_bytes of JSON: parsed in a worker thread, off the event loop.
+        return await asyncio.to_thread(parse_loki_response, body, q)
 
     async def _get(self, params: dict[str, str]) -> bytes:
         if self._session is None or self._session.closed:

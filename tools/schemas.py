@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Self
 
@@ -62,6 +62,22 @@ class LogLevel(StrEnum):
 
 
 MAX_LOG_WINDOW = timedelta(hours=24)
+# Instants a window may touch, in UTC: a day inside what ``datetime`` can hold, so that the
+# adapters' hour arithmetic (and any window of at most 24 h) never overflows.
+EARLIEST_INSTANT = datetime.min.replace(tzinfo=UTC) + timedelta(days=1)
+LATEST_INSTANT = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
+
+
+def _in_calendar(value: datetime, name: str) -> datetime:
+    """``value`` in UTC, or a validation error when it has none (``0001-01-01T00:10+01:00``
+    is before year 1 in UTC) or lies at the calendar's very edge."""
+    try:
+        utc = value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise ValueError(f"{name} is outside the supported calendar") from None
+    if not EARLIEST_INSTANT <= utc <= LATEST_INSTANT:
+        raise ValueError(f"{name} is outside the supported calendar")
+    return utc
 
 
 class LogsInput(_Input):
@@ -76,6 +92,8 @@ class LogsInput(_Input):
 
     @model_validator(mode="after")
     def _window(self) -> Self:
+        _in_calendar(self.start, "start")
+        _in_calendar(self.end, "end")
         if self.start >= self.end:
             raise ValueError("start must be before end")
         if self.end - self.start > MAX_LOG_WINDOW:

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import importlib.util
 import json
+import re
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -276,14 +277,64 @@ def test_factory_picks_the_source() -> None:
 # LogQL
 
 
+def _logql_literal(text: str) -> tuple[str, str]:
+    """Decode the LogQL string literal at the start of ``text``; (value, rest after it)."""
+    assert text[0] == '"'
+    out, i = [], 1
+    escapes = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
+    while text[i] != '"':
+        if text[i] == "\\":
+            if text[i + 1] == "x":
+                out.append(chr(int(text[i + 2 : i + 4], 16)))
+                i += 4
+                continue
+            out.append(escapes[text[i + 1]])
+            i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out), text[i + 1 :]
+
+
+def _line_filter(query: str) -> re.Pattern[str]:
+    head, _, literal = query.partition(" |~ ")
+    assert head == '{service="payment-api"}'
+    value, rest = _logql_literal(literal)
+    assert rest in {"", ' | json | level="WARN"'}
+    return re.compile(value)  # RE2 and Python agree on this subset: (?i), (?:a|b), escapes
+
+
 def test_logql_escapes_hostile_input() -> None:
     q = _input(_at(10), _at(11), contains='"} |= "x', level=LogLevel.WARN)
-    assert build_logql(q) == (
-        '{service="payment-api"} |~ "(?i)\\"\\\\} \\\\|= \\"x" | json | level="WARN"'
-    )
+    query = build_logql(q)
+    assert query.endswith('" | json | level="WARN"')
+    pattern = _line_filter(query)
+    assert pattern.search('{"message": "a "} |= "x b"}')
+    assert pattern.search('{"message": "a \\"} |= \\"X b"}')  # as a JSON encoder writes it
+    assert not pattern.search('{"message": "a } |= x b"}')
     slashes = _input(_at(10), _at(11), contains="C:\\tmp\\a.b")
-    assert build_logql(slashes) == '{service="payment-api"} |~ "(?i)C:\\\\\\\\tmp\\\\\\\\a\\\\.b"'
+    pattern = _line_filter(build_logql(slashes))
+    assert pattern.search("C:\\tmp\\a.b") and pattern.search("c:\\\\tmp\\\\A.b")
+    assert not pattern.search("C:\\tmp\\aXb")
     assert logql_string('a"b\\c\nd\x01') == '"a\\"b\\\\c\\nd\\x01"'
+
+
+@pytest.mark.parametrize(
+    ("contains", "raw"),
+    [
+        ("<script>", "\\u003cscript\\u003e"),
+        ("a&b", "a\\u0026b"),
+        ("a/b", "a\\/b"),
+        ("naïve café", "na\\u00efve caf\\u00e9"),
+        ("连接池", "\\u8fde\\u63a5\\u6c60"),
+        ("pool 😀 full", "pool \\ud83d\\ude00 full"),
+        ("tab\tthen", "tab\\tthen"),
+    ],
+)
+def test_loki_line_filter_matches_json_escaped_text(contains: str, raw: str) -> None:
+    pattern = _line_filter(build_logql(_input(_at(10), _at(11), contains=contains)))
+    assert pattern.search(f'{{"message": "x {raw} y"}}')
+    assert pattern.search(f"plain {contains} text")
 
 
 def test_logql_without_filters_has_no_parser() -> None:
@@ -374,9 +425,9 @@ async def test_loki_request_shape_and_merge(loki: FakeLoki, loki_adapter: LogsAd
             "direction": "backward",
         }
     ]
-    assert loki.requests[0]["query"].endswith(
-        '|~ "(?i)\\"\\\\} \\\\|= \\"x\\\\\\\\" | json | level="ERROR"'
-    )
+    assert loki.requests[0]["query"].endswith('" | json | level="ERROR"')
+    filter_ = _line_filter(loki.requests[0]["query"].replace("ERROR", "WARN"))
+    assert filter_.search('x "} |= "x\\ y')
     assert truncated
     assert [(i.ts, i.level, i.message) for i in items] == [
         ("2026-11-28T10:07:01.000Z", "ERROR", "db pool exhausted A"),
