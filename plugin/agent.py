@@ -110,8 +110,15 @@ class DiagnosisAgent(FunctionAgent):
         if self._interceptor is None:
             raise RuntimeError("DiagnosisAgent used without an interceptor")
         blocks = await self._round_tool_calls(ctx)
-        raw, first = _raw_arguments(blocks, ev)
-        text = await self._interceptor.handle(ev.tool_name, ev.tool_id, raw, first_in_round=first)
+        raw, position = _raw_arguments(blocks, ev)
+        later = (
+            [(b.tool_call_id or "", b.tool_name) for b in blocks[position + 1 :]]
+            if position is not None
+            else []
+        )
+        text = await self._interceptor.handle(
+            ev.tool_name, ev.tool_id, raw, first_in_round=position == 0, later=later
+        )
         output = ToolOutput(
             content=text, tool_name=ev.tool_name, raw_input={}, raw_output=None, is_error=False
         )
@@ -131,13 +138,15 @@ class DiagnosisAgent(FunctionAgent):
         return []
 
 
-def _raw_arguments(blocks: list[ToolCallBlock], ev: ToolCall) -> tuple[str | dict[str, Any], bool]:
-    """The raw argument text of this call and whether it is the round's first call."""
+def _raw_arguments(
+    blocks: list[ToolCallBlock], ev: ToolCall
+) -> tuple[str | dict[str, Any], int | None]:
+    """The raw argument text of this call and its position in the round's message."""
     for index, block in enumerate(blocks):
         if block.tool_call_id == ev.tool_id and block.tool_name == ev.tool_name:
-            return block.tool_kwargs, index == 0
+            return block.tool_kwargs, index
     # Not found in the round's message: never fall back to the framework's repaired dict.
-    return "", False
+    return "", None
 
 
 def build_agent(llm: LLM, system_prompt: str, interceptor: ToolInterceptor) -> DiagnosisAgent:

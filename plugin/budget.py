@@ -51,14 +51,30 @@ class Budgets:
                 StopReason.MODEL_CALL_BUDGET_EXHAUSTED,
                 f"max_model_calls={self.max_model_calls}, used={usage.model_calls}",
             )
-        self.check_tokens(usage)
+        self.check_tokens_before_round(usage)
 
-    def check_tokens(self, usage: Usage) -> None:
+    def check_tokens_before_round(self, usage: Usage) -> None:
+        """A round may start only while some tokens are left: at the budget it is exhausted."""
         if usage.total_tokens >= self.max_total_tokens:
             raise BudgetStop(
                 StopReason.TOKEN_BUDGET_EXHAUSTED,
                 f"max_total_tokens={self.max_total_tokens}, used={usage.total_tokens}",
             )
+
+    def check_tokens_after_round(self, usage: Usage) -> None:
+        """A finished round is discarded only when it went OVER the budget.
+
+        A round landing exactly on ``max_total_tokens`` spent what the run was allowed: its
+        answer (a final Draft included) stands, and the next round, if any, is refused by
+        ``check_tokens_before_round``.
+        """
+        if usage.total_tokens > self.max_total_tokens:
+            raise BudgetStop(
+                StopReason.TOKEN_BUDGET_EXHAUSTED,
+                f"max_total_tokens={self.max_total_tokens}, used={usage.total_tokens}",
+            )
+
+    # -- the "must stop" rules the tool interceptor applies ---------------------------------
 
     def rounds_left(self, usage: Usage) -> int:
         return self.max_model_calls - usage.model_calls
@@ -66,10 +82,29 @@ class Budgets:
     def tool_calls_left(self, usage: Usage) -> int:
         return self.max_tool_calls - usage.tool_calls
 
-    def can_hold_observation(self, usage: Usage) -> bool:
-        """Room for one more full observation while keeping room for the final Draft."""
-        needed = usage.bytes + self.max_observation_bytes + self.max_draft_bytes
-        return needed <= self.run_capacity_bytes
+    def saturated(self, no_gain_streak: int) -> bool:
+        """Enough consecutive NO_GAIN evaluations: collecting more evidence is not worth it."""
+        return no_gain_streak >= self.no_gain_streak
+
+    def must_stop(self, usage: Usage, no_gain_streak: int) -> bool:
+        """The next tool request is answered STOP_REQUIRED whatever it asks.
+
+        Saturated; no business tool call left; or at most one model round left (that round is
+        kept for the Draft). Byte capacity is checked per observation (``keeps_draft``).
+        """
+        return (
+            self.saturated(no_gain_streak)
+            or self.tool_calls_left(usage) <= 0
+            or self.rounds_left(usage) <= 1
+        )
+
+    def keeps_draft(self, usage: Usage, nbytes: int) -> bool:
+        """``nbytes`` more observation text still leaves room for a full Draft."""
+        return usage.bytes + nbytes + self.max_draft_bytes <= self.run_capacity_bytes
+
+    def within_capacity(self, usage: Usage, nbytes: int) -> bool:
+        """``nbytes`` more observation text does not push the run past its capacity."""
+        return usage.bytes + nbytes <= self.run_capacity_bytes
 
 
 @dataclass(slots=True)

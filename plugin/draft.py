@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from plugin.envelope import MAX_JSON_DEPTH, MAX_TOOL_CALL_ID_CHARS, json_too_deep
+
 __all__ = [
     "Confidence",
     "DiagnosisDraft",
@@ -42,7 +44,7 @@ def _not_blank(value: str) -> str:
 
 Statement = Annotated[str, Field(min_length=1, max_length=500), AfterValidator(_not_blank)]
 Item = Annotated[str, Field(min_length=1, max_length=300), AfterValidator(_not_blank)]
-ToolCallId = Annotated[str, Field(min_length=1, max_length=128)]
+ToolCallId = Annotated[str, Field(min_length=1, max_length=MAX_TOOL_CALL_ID_CHARS)]
 CallIds = Annotated[tuple[ToolCallId, ...], Field(min_length=1, max_length=10)]
 
 
@@ -136,6 +138,8 @@ class DraftDefect(StrEnum):
     PREFIXED = "PREFIXED"
     SUFFIXED = "SUFFIXED"
     MALFORMED = "MALFORMED"
+    TOO_DEEP = "TOO_DEEP"
+    """Arrays/objects nested deeper than any Draft can be (refused before decoding)."""
     DUPLICATE_KEY = "DUPLICATE_KEY"
     SCHEMA = "SCHEMA"
     UNKNOWN_CITATION = "UNKNOWN_CITATION"
@@ -173,6 +177,8 @@ def _decode_one_object(text: str) -> None:
     """Check ``text`` holds exactly one JSON object with nothing around it."""
     if text.startswith("```"):
         raise DraftRejected(DraftDefect.FENCED)
+    if json_too_deep(text, MAX_JSON_DEPTH):
+        raise DraftRejected(DraftDefect.TOO_DEEP)
     try:
         value, end = _DECODER.raw_decode(text)
     except _DuplicateKey as exc:

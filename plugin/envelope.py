@@ -7,21 +7,43 @@ The raw argument string is parsed here, never the framework's "repaired" dict: L
 from __future__ import annotations
 
 import json
+import re
 from enum import StrEnum
 from typing import Annotated, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = [
+    "MAX_ARGUMENT_CHARS",
+    "MAX_JSON_DEPTH",
+    "MAX_TOOL_CALL_ID_CHARS",
     "Envelope",
     "EnvelopeError",
     "Evaluation",
     "PreviousObservation",
     "envelope_model",
+    "json_too_deep",
     "parse_envelope",
 ]
 
 InputT = TypeVar("InputT", bound=BaseModel)
+
+MAX_TOOL_CALL_ID_CHARS = 128
+"""The longest tool call id an Envelope's ``previous_observation`` or a Draft can name: a longer
+id could never be evaluated or cited, so the interceptor refuses it before anything runs."""
+
+MAX_JSON_DEPTH = 32
+"""Nesting of arrays and objects any JSON the harness parses may have (the Envelope needs 3,
+the Draft 5). Python's json decoder recurses per level: without this bound a few KB of ``[``
+raise ``RecursionError`` instead of a clean refusal."""
+
+MAX_ARGUMENT_CHARS = 64 * 1024
+"""Characters of one tool call's raw arguments. The largest valid Envelope (a 4000-character
+SQL statement, every character escaped) stays well below; anything larger is refused before
+any parse."""
+
+_JSON_SPECIAL = re.compile(r'[\[\]{}"\\]')
+_OPENERS = frozenset("[{")
 
 
 class Evaluation(StrEnum):
@@ -36,7 +58,7 @@ class PreviousObservation(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    tool_call_id: Annotated[str, Field(min_length=1, max_length=128)]
+    tool_call_id: Annotated[str, Field(min_length=1, max_length=MAX_TOOL_CALL_ID_CHARS)]
     evaluation: Evaluation
 
 
@@ -83,9 +105,58 @@ def envelope_model(input_model: type[BaseModel]) -> type[BaseModel]:
     return model
 
 
+def json_too_deep(text: str, max_depth: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``text`` opens more than ``max_depth`` arrays/objects at once, outside strings.
+
+    One linear pass over the structural characters only (no backtracking regex); it stops as
+    soon as the bound is passed. Unbalanced or unterminated text is measured as written, which
+    can only over-estimate the depth a decoder would reach.
+    """
+    if text.count("[") + text.count("{") <= max_depth:
+        return False
+    depth = 0
+    in_string = False
+    escaped_at = -1
+    for match in _JSON_SPECIAL.finditer(text):
+        char, at = match.group(), match.start()
+        if in_string:
+            if char == "\\" and escaped_at != at:
+                escaped_at = at + 1
+            elif char == '"' and escaped_at != at:
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in _OPENERS:
+            depth += 1
+            if depth > max_depth:
+                return True
+        elif char != "\\":
+            depth -= 1
+    return False
+
+
+def _argument_text(raw: str | dict[str, object]) -> str:
+    if isinstance(raw, str):
+        text = raw
+    else:
+        try:
+            text = json.dumps(raw)
+        except (RecursionError, TypeError, ValueError) as exc:
+            raise EnvelopeError("arguments are not valid JSON") from exc
+    if len(text) > MAX_ARGUMENT_CHARS:
+        raise EnvelopeError("arguments too large")
+    if json_too_deep(text):
+        raise EnvelopeError("arguments nested too deeply")
+    return text
+
+
 def parse_envelope(raw: str | dict[str, object], input_model: type[InputT]) -> Envelope[InputT]:
-    """Strictly parse raw tool arguments into ``Envelope[input_model]``."""
-    text = raw if isinstance(raw, str) else json.dumps(raw)
+    """Strictly parse raw tool arguments into ``Envelope[input_model]``.
+
+    Size and nesting are bounded before any decoder runs, so no input can make parsing raise
+    anything but ``EnvelopeError``.
+    """
+    text = _argument_text(raw)
     try:
         value = _DECODER.decode(text)
     except _DuplicateKey as exc:

@@ -1,34 +1,59 @@
 """The Tool interceptor: every tool request the model makes passes here, and only here.
 
-``decide`` is pure with respect to the outside world: it reads the RunContext and returns a
-tagged decision — run the adapter (``Execute``), answer without running it (``Respond``) — or
-raises ``CollectionStopped`` when the model asks for a tool after STOP_REQUIRED. ``handle``
-carries the decision out: it records the canonical invocation, runs the adapter, bounds the
-observation and accounts its bytes.
+``decide`` is a pure function of the request and the run's state (ledger, usage, budgets): it
+changes nothing and returns a tagged decision — run the adapter (``Execute``), answer without
+running it (``Respond``), or end the run now (``Stop``). Each decision carries the ledger
+effects it implies (the evaluation it consumes, a duplicate counted as NO_GAIN, a stop to
+require). ``handle`` applies them, runs the adapter for ``Execute``, records the canonical
+invocation, bounds the observation and accounts its bytes.
 
-Order of checks for one request: unknown tool → stop already required → reused id → not the
-first call of its round → envelope → pending evaluation → consume evaluation → saturation,
-tool budget, last model round, byte capacity → duplicate → execute.
+Order of checks for one request:
+
+1. STOP_REQUIRED was answered in an earlier round → ``Stop`` (whatever the tool name: an
+   unknown tool does not buy more rounds).
+2. unknown tool → ``UNKNOWN_TOOL``; missing, reused or over-long id → ``INVALID_ENVELOPE``
+   (neither creates a canonical invocation; the first request of a round that must stop is
+   answered STOP_REQUIRED instead).
+3. not the first request of its round → ``ONE_TOOL_PER_ROUND`` (also in the round that met a
+   stop: the model sees STOP_REQUIRED and can still answer).
+4. envelope → pending evaluation → consume the evaluation → "must stop" (``Budgets``) →
+   duplicate → ``Execute``.
+5. capacity: no observation may push the run past its byte capacity. An answer must leave room
+   for the rest of its round's answers, one STOP_REQUIRED and a full Draft; otherwise it becomes
+   STOP_REQUIRED; when not even that fits (a flood of parallel calls in one round), ``Stop``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel
 
 from plugin.context import RunContext
-from plugin.envelope import Envelope, EnvelopeError, Evaluation, parse_envelope
-from plugin.errors import CollectionStopped
-from plugin.ledger import Invocation, InvocationStatus
+from plugin.envelope import (
+    MAX_TOOL_CALL_ID_CHARS,
+    Envelope,
+    EnvelopeError,
+    Evaluation,
+    PreviousObservation,
+    parse_envelope,
+)
+from plugin.errors import CollectionStopped, RunStop, StopReason
+from plugin.ledger import Invocation, InvocationStatus, next_streak
 from plugin.observations import (
+    ID_MISSING,
+    ID_REUSED,
+    ID_TOO_LONG,
+    NOTHING_PENDING_HINT,
     RejectCode,
     error_observation,
     ready_observation,
     rejected_observation,
+    rejection_bound,
+    stop_required_bound,
     stop_required_observation,
 )
 from tools.base import (
@@ -37,11 +62,12 @@ from tools.base import (
     AdapterResult,
     EvidenceAdapter,
     Failed,
+    Ready,
     ToolName,
 )
 from tools.schemas import KnowledgeInput, LogsInput, MysqlInput
 
-__all__ = ["INPUT_MODELS", "Execute", "Respond", "ToolInterceptor"]
+__all__ = ["INPUT_MODELS", "Consumed", "Decision", "Execute", "Respond", "Stop", "ToolInterceptor"]
 
 _log = logging.getLogger(__name__)
 
@@ -52,6 +78,16 @@ INPUT_MODELS: Mapping[ToolName, type[BaseModel]] = {
 }
 
 STOP_REQUIRED_CODE = "STOP_REQUIRED"
+AFTER_STOP_REQUIRED = "tool requested after STOP_REQUIRED"
+OVER_CAPACITY = "no room left in the run capacity for the round's answers"
+
+
+@dataclass(frozen=True, slots=True)
+class Consumed:
+    """The pending call's evaluation this request carries."""
+
+    tool_call_id: str
+    evaluation: Evaluation
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,36 +99,76 @@ class Execute:
     business: Any
     canonical: str
     scope: str
+    consumed: Consumed | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Respond:
-    """Answer with this observation; record ``invocation`` unless it is None (unknown tool)."""
+    """Answer with this observation; record ``invocation`` unless it is None.
+
+    ``duplicate`` counts one NO_GAIN; ``requires_stop`` marks the answer as STOP_REQUIRED.
+    """
 
     observation: str
     invocation: Invocation | None
+    consumed: Consumed | None = None
+    duplicate: bool = False
+    requires_stop: bool = False
 
 
-Decision = Execute | Respond
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """End the run now with this controlled stop; the request gets no answer."""
+
+    reason: StopReason
+    detail: str
+
+    def signal(self) -> RunStop:
+        if self.detail == AFTER_STOP_REQUIRED:
+            return CollectionStopped()
+        return RunStop(self.reason, self.detail)
+
+
+Decision = Execute | Respond | Stop
 
 
 class ToolInterceptor:
-    """Enforces the envelope, evaluation, saturation and budget rules for one run."""
+    """Enforces the envelope, evaluation, saturation, budget and capacity rules for one run."""
 
     def __init__(self, ctx: RunContext, adapters: Mapping[ToolName, EvidenceAdapter[Any]]) -> None:
         self._ctx = ctx
         self._adapters = adapters
+        self._max_obs = ctx.budgets.max_observation_bytes
+        self._stop_bound = stop_required_bound(self._max_obs)
+        self._bounds: dict[tuple[str, str], int] = {}
 
     async def handle(
-        self, tool_name: str, tool_call_id: str, raw: str | dict[str, Any], *, first_in_round: bool
+        self,
+        tool_name: str,
+        tool_call_id: str,
+        raw: str | dict[str, Any],
+        *,
+        first_in_round: bool,
+        later: Sequence[tuple[str, str]] = (),
     ) -> str:
-        """Decide, run if allowed, record, and return the observation text."""
-        decision = self.decide(tool_name, tool_call_id, raw, first_in_round=first_in_round)
+        """Decide, run if allowed, record, and return the observation text.
+
+        ``later`` are the (id, name) of the requests after this one in the same model message:
+        their answers are reserved before this one is given.
+        """
+        decision = self.decide(
+            tool_name, tool_call_id, raw, first_in_round=first_in_round, later=later
+        )
+        if isinstance(decision, Stop):
+            raise decision.signal()
+        self._apply(decision)
         invocation: Invocation | None
         if isinstance(decision, Execute):
             text, invocation = await self._execute(decision)
         else:
             text, invocation = decision.observation, decision.invocation
+            if invocation is not None:
+                invocation.started_ms = self._ctx.elapsed_ms()
         self._ctx.usage.bytes += len(text.encode("utf-8"))
         if invocation is not None:
             invocation.observation_bytes = len(text.encode("utf-8"))
@@ -100,85 +176,204 @@ class ToolInterceptor:
             self._ctx.hooks.tool_invocation(self._ctx, invocation)
         return text
 
-    # -- decision -------------------------------------------------------------------------
+    def _apply(self, decision: Execute | Respond) -> None:
+        ledger = self._ctx.ledger
+        if decision.consumed is not None:
+            ledger.consume(decision.consumed.tool_call_id, decision.consumed.evaluation)
+        if isinstance(decision, Respond):
+            if decision.duplicate:
+                ledger.count(Evaluation.NO_GAIN)
+            if decision.requires_stop:
+                ledger.require_stop(self._ctx.usage.model_calls)
+
+    # -- decision (pure) ------------------------------------------------------------------
 
     def decide(
-        self, tool_name: str, tool_call_id: str, raw: str | dict[str, Any], *, first_in_round: bool
+        self,
+        tool_name: str,
+        tool_call_id: str,
+        raw: str | dict[str, Any],
+        *,
+        first_in_round: bool,
+        later: Sequence[tuple[str, str]] = (),
     ) -> Decision:
-        ledger = self._ctx.ledger
+        """The decision for one request; reads the run's state and changes nothing."""
+        if self._ctx.ledger.stop_required_before(self._ctx.usage.model_calls):
+            return Stop(StopReason.INFORMATION_SATURATED, AFTER_STOP_REQUIRED)
+        candidate = self._candidate(tool_name, tool_call_id, raw, first_in_round)
+        reserve = sum(self._later_bound(call_id, name) for call_id, name in later)
+        return self._within_capacity(candidate, tool_name, tool_call_id, reserve)
+
+    def _candidate(
+        self, tool_name: str, tool_call_id: str, raw: str | dict[str, Any], first_in_round: bool
+    ) -> Execute | Respond:
         tool = _known_tool(tool_name, self._adapters)
         if tool is None:
-            text = rejected_observation(tool_call_id, tool_name, RejectCode.UNKNOWN_TOOL)
-            return Respond(text, None)
-        if ledger.stop_required:
-            raise CollectionStopped
-        if not tool_call_id or ledger.find(tool_call_id) is not None:
-            text = rejected_observation(
-                tool_call_id, tool, RejectCode.INVALID_ENVELOPE, field="tool_call_id reused"
+            return self._unrecorded(
+                tool_call_id, tool_name, RejectCode.UNKNOWN_TOOL, first_in_round
             )
-            return Respond(text, None)
+        id_problem = self._id_problem(tool_call_id, tool)
+        if id_problem is not None:
+            return self._unrecorded(
+                tool_call_id, tool, RejectCode.INVALID_ENVELOPE, first_in_round, field=id_problem
+            )
         if not first_in_round:
             return self._reject(tool, tool_call_id, RejectCode.ONE_TOOL_PER_ROUND)
         try:
             envelope = parse_envelope(raw, INPUT_MODELS[tool])
         except EnvelopeError as exc:
+            if self._must_stop(self._ctx.ledger.no_gain_streak):
+                return self._stop_answer(tool, tool_call_id)
             return self._reject(tool, tool_call_id, RejectCode.INVALID_ENVELOPE, field=exc.field)
         return self._decide_valid(tool, tool_call_id, envelope)
 
-    def _decide_valid(self, tool: ToolName, tool_call_id: str, envelope: Envelope[Any]) -> Decision:
+    def _decide_valid(
+        self, tool: ToolName, tool_call_id: str, envelope: Envelope[Any]
+    ) -> Execute | Respond:
         ledger = self._ctx.ledger
+        streak = ledger.no_gain_streak
+        refusal = self._evaluation_refusal(tool, tool_call_id, envelope.previous_observation)
+        if refusal is not None:
+            return self._stop_answer(tool, tool_call_id) if self._must_stop(streak) else refusal
+        consumed = None
+        if ledger.pending_evaluation is not None and envelope.previous_observation is not None:
+            consumed = Consumed(ledger.pending_evaluation, envelope.previous_observation.evaluation)
+            streak = next_streak(streak, consumed.evaluation)
         business = envelope.input
-        pending = ledger.pending_evaluation
-        if pending is not None:
-            previous = envelope.previous_observation
-            if previous is None:
-                return self._reject(
-                    tool, tool_call_id, RejectCode.PREVIOUS_OBSERVATION_REQUIRED, expected=pending
-                )
-            if previous.tool_call_id != pending:
-                return self._reject(
-                    tool, tool_call_id, RejectCode.PREVIOUS_OBSERVATION_MISMATCH, expected=pending
-                )
-            ledger.apply_evaluation(pending, previous.evaluation)
-            ledger.pending_evaluation = None
         canonical, scope = business.canonical(), business.scope()
-        if self._must_stop():
-            return self._stop(tool, tool_call_id, business, canonical, scope)
+        execute = Execute(tool, tool_call_id, business, canonical, scope, consumed)
+        if self._must_stop(streak):
+            return self._stop_answer(tool, tool_call_id, execute)
         if ledger.already_executed(tool, canonical):
-            ledger.count(Evaluation.NO_GAIN)
-            if self._saturated():
-                return self._stop(tool, tool_call_id, business, canonical, scope)
-            return self._reject(
+            if self._ctx.budgets.saturated(streak + 1):
+                return replace(self._stop_answer(tool, tool_call_id, execute), duplicate=True)
+            duplicate = self._reject(
                 tool, tool_call_id, RejectCode.DUPLICATE_CALL, business=business, scope=scope
             )
-        return Execute(tool, tool_call_id, business, canonical, scope)
+            return replace(duplicate, consumed=consumed, duplicate=True)
+        return execute
 
-    def _saturated(self) -> bool:
-        return self._ctx.ledger.no_gain_streak >= self._ctx.budgets.no_gain_streak
+    def _evaluation_refusal(
+        self, tool: ToolName, tool_call_id: str, previous: PreviousObservation | None
+    ) -> Respond | None:
+        """Why ``previous_observation`` is refused, if it is.
 
-    def _must_stop(self) -> bool:
+        With a result pending it must name exactly that call. With nothing pending it must be
+        absent: naming an ERROR, REJECTED, empty or already evaluated call, or an id this run
+        never handled, is refused ``PREVIOUS_OBSERVATION_MISMATCH`` (never silently dropped) —
+        only a non-empty READY result can be evaluated, and only once.
+        """
+        pending = self._ctx.ledger.pending_evaluation
+        if pending is None:
+            if previous is None:
+                return None
+            return self._reject(
+                tool,
+                tool_call_id,
+                RejectCode.PREVIOUS_OBSERVATION_MISMATCH,
+                hint=NOTHING_PENDING_HINT,
+            )
+        if previous is None:
+            code = RejectCode.PREVIOUS_OBSERVATION_REQUIRED
+        elif previous.tool_call_id != pending:
+            code = RejectCode.PREVIOUS_OBSERVATION_MISMATCH
+        else:
+            return None
+        return self._reject(tool, tool_call_id, code, expected=pending)
+
+    def _must_stop(self, streak: int) -> bool:
+        return self._ctx.budgets.must_stop(self._ctx.usage, streak)
+
+    def _id_problem(self, tool_call_id: str, tool: ToolName) -> str | None:
+        """An id that could never be evaluated, cited or echoed within the observation bound."""
+        if not tool_call_id:
+            return ID_MISSING
+        if self._ctx.ledger.find(tool_call_id) is not None:
+            return ID_REUSED
+        if len(tool_call_id) > MAX_TOOL_CALL_ID_CHARS:
+            return ID_TOO_LONG
+        # The largest observations an executed call can get besides its items.
+        empty = ready_observation(tool_call_id, tool, (), truncated=True, max_bytes=1 << 30)[0]
+        failed = error_observation(tool_call_id, tool, AdapterErrorCode.FORBIDDEN_QUERY.value)
+        if max(len(empty.encode("utf-8")), len(failed.encode("utf-8"))) > self._max_obs:
+            return ID_TOO_LONG
+        return None
+
+    # -- capacity -------------------------------------------------------------------------
+
+    def _later_bound(self, tool_call_id: str, tool_name: str) -> int:
+        key = (tool_call_id, tool_name)
+        bound = self._bounds.get(key)
+        if bound is None:
+            bound = rejection_bound(tool_call_id, tool_name, self._max_obs)
+            self._bounds[key] = bound
+        return bound
+
+    def _within_capacity(
+        self, candidate: Execute | Respond, tool_name: str, tool_call_id: str, reserve: int
+    ) -> Decision:
         budgets, usage = self._ctx.budgets, self._ctx.usage
-        return (
-            self._saturated()
-            or budgets.tool_calls_left(usage) <= 0
-            or budgets.rounds_left(usage) <= 1
-            or not budgets.can_hold_observation(usage)
+        if isinstance(candidate, Execute):
+            size = self._max_obs + self._stop_bound
+        else:
+            size = len(candidate.observation.encode("utf-8"))
+            if not candidate.requires_stop:
+                size += self._stop_bound
+        if budgets.keeps_draft(usage, size + reserve):
+            return candidate
+        stop = self._as_stop(candidate, tool_name, tool_call_id)
+        if budgets.within_capacity(usage, len(stop.observation.encode("utf-8")) + reserve):
+            return stop
+        return Stop(StopReason.INFORMATION_SATURATED, OVER_CAPACITY)
+
+    def _as_stop(self, candidate: Execute | Respond, tool_name: str, tool_call_id: str) -> Respond:
+        if isinstance(candidate, Respond) and candidate.requires_stop:
+            return candidate
+        if isinstance(candidate, Execute):
+            return self._stop_answer(candidate.tool, tool_call_id, candidate)
+        observation = stop_required_observation(tool_call_id, tool_name, max_bytes=self._max_obs)
+        invocation = candidate.invocation
+        if invocation is not None:
+            invocation = replace(invocation, code=STOP_REQUIRED_CODE)
+        return Respond(
+            observation, invocation, candidate.consumed, candidate.duplicate, requires_stop=True
         )
 
-    def _stop(
-        self, tool: ToolName, tool_call_id: str, business: BaseModel, canonical: str, scope: str
+    # -- answers --------------------------------------------------------------------------
+
+    def _unrecorded(
+        self,
+        tool_call_id: str,
+        tool_name: str,
+        code: RejectCode,
+        first_in_round: bool,
+        *,
+        field: str = "arguments",
     ) -> Respond:
-        self._ctx.ledger.stop_required = True
+        """An answer that creates no canonical invocation (unknown tool, unusable id)."""
+        if first_in_round and self._must_stop(self._ctx.ledger.no_gain_streak):
+            text = stop_required_observation(tool_call_id, tool_name, max_bytes=self._max_obs)
+            return Respond(text, None, requires_stop=True)
+        text = rejected_observation(
+            tool_call_id, tool_name, code, field=field, max_bytes=self._max_obs
+        )
+        return Respond(text, None)
+
+    def _stop_answer(
+        self, tool: ToolName, tool_call_id: str, execute: Execute | None = None
+    ) -> Respond:
         invocation = self._invocation(
             tool,
             tool_call_id,
-            InvocationStatus.REJECTED,
             code=STOP_REQUIRED_CODE,
-            business=business,
-            scope=scope,
+            business=execute.business if execute is not None else None,
+            scope=execute.scope if execute is not None else None,
         )
-        invocation.canonical = canonical
-        return Respond(stop_required_observation(tool_call_id, tool), invocation)
+        if execute is not None:
+            invocation.canonical = execute.canonical
+        text = stop_required_observation(tool_call_id, tool, max_bytes=self._max_obs)
+        consumed = execute.consumed if execute is not None else None
+        return Respond(text, invocation, consumed, requires_stop=True)
 
     def _reject(
         self,
@@ -188,19 +383,21 @@ class ToolInterceptor:
         *,
         expected: str | None = None,
         field: str = "arguments",
+        hint: str | None = None,
         business: BaseModel | None = None,
         scope: str | None = None,
     ) -> Respond:
         text = rejected_observation(
-            tool_call_id, tool, code, expected_previous_tool_call_id=expected, field=field
+            tool_call_id,
+            tool,
+            code,
+            expected_previous_tool_call_id=expected,
+            field=field,
+            hint=hint,
+            max_bytes=self._max_obs,
         )
         invocation = self._invocation(
-            tool,
-            tool_call_id,
-            InvocationStatus.REJECTED,
-            code=code.value,
-            business=business,
-            scope=scope,
+            tool, tool_call_id, code=code.value, business=business, scope=scope
         )
         return Respond(text, invocation)
 
@@ -208,11 +405,11 @@ class ToolInterceptor:
         self,
         tool: ToolName,
         tool_call_id: str,
-        status: InvocationStatus,
         *,
         code: str | None,
         business: BaseModel | None,
         scope: str | None,
+        status: InvocationStatus = InvocationStatus.REJECTED,
     ) -> Invocation:
         return Invocation(
             tool_call_id=tool_call_id,
@@ -222,7 +419,6 @@ class ToolInterceptor:
             code=code,
             business_input=business.model_dump(mode="json") if business is not None else None,
             scope=scope,
-            started_ms=self._ctx.elapsed_ms(),
         )
 
     # -- execution ------------------------------------------------------------------------
@@ -236,25 +432,23 @@ class ToolInterceptor:
         invocation = self._invocation(
             decision.tool,
             decision.tool_call_id,
-            InvocationStatus.READY,
             code=None,
             business=decision.business,
             scope=decision.scope,
+            status=InvocationStatus.READY,
         )
         invocation.canonical = decision.canonical
         invocation.started_ms = started
         invocation.duration_ms = ctx.elapsed_ms() - started
-        if isinstance(result, Failed):
-            invocation.status = InvocationStatus.ERROR
-            invocation.code = result.code.value
-            return error_observation(decision.tool_call_id, decision.tool, result.code), invocation
-        text, count, truncated = ready_observation(
-            decision.tool_call_id,
-            decision.tool,
-            result.items,
-            truncated=result.truncated,
-            max_bytes=ctx.budgets.max_observation_bytes,
-        )
+        projected = None if isinstance(result, Failed) else self._project(decision, result)
+        if projected is None:
+            code = result.code if isinstance(result, Failed) else AdapterErrorCode.INTERNAL
+            invocation.status, invocation.code = InvocationStatus.ERROR, code.value
+            text = error_observation(
+                decision.tool_call_id, decision.tool, code.value, max_bytes=self._max_obs
+            )
+            return text, invocation
+        text, count, truncated = projected
         invocation.item_count, invocation.truncated = count, truncated
         if count > 0:
             ctx.ledger.pending_evaluation = decision.tool_call_id
@@ -264,13 +458,37 @@ class ToolInterceptor:
             ctx.ledger.count(Evaluation.NO_GAIN)
         return text, invocation
 
+    def _project(self, decision: Execute, result: Ready) -> tuple[str, int, bool] | None:
+        """The READY observation, or None when the adapter's items cannot be projected."""
+        try:
+            return ready_observation(
+                decision.tool_call_id,
+                decision.tool,
+                result.items,
+                truncated=bool(result.truncated),
+                max_bytes=self._max_obs,
+            )
+        except Exception as exc:
+            _log.warning(
+                "adapter %s returned unusable items on %s: %s",
+                decision.tool,
+                decision.tool_call_id,
+                type(exc).__name__,
+            )
+            return None
+
     async def _invoke(self, decision: Execute) -> AdapterResult:
+        """Run the adapter; anything but a ``Ready`` or ``Failed`` is ``Failed(INTERNAL)``.
+
+        The adapter did run, so such an outcome is recorded as an ERROR invocation and counts
+        against the tool budget like any other execution.
+        """
         adapter = self._adapters[decision.tool]
         call = AdapterCall(
             tool_call_id=decision.tool_call_id, run_id=self._ctx.run_id, input=decision.business
         )
         try:
-            return await adapter.invoke(call)
+            result: object = await adapter.invoke(call)
         except Exception as exc:
             # The exception text may carry backend detail or secrets: only its type is logged.
             _log.warning(
@@ -280,6 +498,17 @@ class ToolInterceptor:
                 type(exc).__name__,
             )
             return Failed(AdapterErrorCode.INTERNAL)
+        if isinstance(result, Ready):
+            return result
+        if isinstance(result, Failed) and isinstance(result.code, AdapterErrorCode):
+            return result
+        _log.warning(
+            "adapter %s returned %s on %s instead of a result",
+            decision.tool,
+            type(result).__name__,
+            decision.tool_call_id,
+        )
+        return Failed(AdapterErrorCode.INTERNAL)
 
 
 def _known_tool(name: str, adapters: Mapping[ToolName, object]) -> ToolName | None:

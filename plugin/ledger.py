@@ -15,7 +15,7 @@ from typing import Any
 from plugin.envelope import Evaluation
 from tools.base import ToolName
 
-__all__ = ["Invocation", "InvocationLedger", "InvocationStatus"]
+__all__ = ["Invocation", "InvocationLedger", "InvocationStatus", "next_streak"]
 
 
 class InvocationStatus(StrEnum):
@@ -59,7 +59,20 @@ class InvocationLedger:
     pending_evaluation: str | None = None
     """The READY, non-empty call whose evaluation the next request must carry."""
     no_gain_streak: int = 0
-    stop_required: bool = False
+    stop_required_round: int | None = None
+    """The model round whose tool request was answered STOP_REQUIRED, if any."""
+
+    @property
+    def stop_required(self) -> bool:
+        return self.stop_required_round is not None
+
+    def stop_required_before(self, model_round: int) -> bool:
+        """STOP_REQUIRED was answered in an EARLIER round: the model has seen it."""
+        return self.stop_required_round is not None and self.stop_required_round < model_round
+
+    def require_stop(self, model_round: int) -> None:
+        if self.stop_required_round is None:
+            self.stop_required_round = model_round
 
     def __iter__(self) -> Iterator[Invocation]:
         return iter(self._invocations)
@@ -95,8 +108,16 @@ class InvocationLedger:
             invocation.evaluation = evaluation
         self.count(evaluation)
 
+    def consume(self, tool_call_id: str, evaluation: Evaluation) -> None:
+        """The pending call got its evaluation: record it; nothing is pending any more."""
+        self.apply_evaluation(tool_call_id, evaluation)
+        if self.pending_evaluation == tool_call_id:
+            self.pending_evaluation = None
+
     def count(self, evaluation: Evaluation) -> None:
-        if evaluation is Evaluation.GAINED:
-            self.no_gain_streak = 0
-        else:
-            self.no_gain_streak += 1
+        self.no_gain_streak = next_streak(self.no_gain_streak, evaluation)
+
+
+def next_streak(streak: int, evaluation: Evaluation) -> int:
+    """The NO_GAIN streak after one more evaluation."""
+    return 0 if evaluation is Evaluation.GAINED else streak + 1

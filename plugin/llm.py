@@ -21,10 +21,11 @@ import json
 from typing import Any, TypeGuard
 
 import httpx
-from llama_index.core.base.llms.types import ChatResponse, LLMMetadata
+from llama_index.core.base.llms.types import ChatResponse, LLMMetadata, ToolCallBlock
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.callbacks.base_handler import BaseCallbackHandler
 from llama_index.core.callbacks.schema import CBEventType, EventPayload
+from llama_index.core.llms.llm import ToolSelection
 from llama_index.llms.openai import OpenAI
 
 from plugin.context import RunContext
@@ -61,6 +62,27 @@ class DiagnosisLLM(OpenAI):
             is_function_calling_model=True,
             model_name=self.model,
         )
+
+    def get_tool_calls_from_response(
+        self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
+    ) -> list[ToolSelection]:
+        """The round's tool calls with their exact ids, WITHOUT parsing their arguments.
+
+        The harness reads each call's raw argument text from the message and parses it with
+        bounded size and nesting (``parse_envelope``). The framework's own lenient parse is
+        never used: it "repairs" broken JSON, and on a few KB of nested brackets it raised
+        ``RecursionError`` out of the agent step, failing the run instead of refusing the call.
+        """
+        selections = [
+            ToolSelection(
+                tool_id=block.tool_call_id or "", tool_name=block.tool_name, tool_kwargs={}
+            )
+            for block in response.message.blocks
+            if isinstance(block, ToolCallBlock)
+        ]
+        if not selections and error_on_no_tool_call:
+            raise ValueError("Expected at least one tool call, but got 0 tool calls.")
+        return selections
 
     def _prepare_chat_with_tools(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         prepared: dict[str, Any] = super()._prepare_chat_with_tools(*args, **kwargs)
@@ -116,7 +138,7 @@ class ModelRoundGate(BaseCallbackHandler):
             model_round.outcome = "ERROR"
         ctx.hooks.model_round(ctx, model_round)
         # A round whose reported usage overran the budget ends the run: nothing it asked runs.
-        ctx.budgets.check_tokens(ctx.usage)
+        ctx.budgets.check_tokens_after_round(ctx.usage)
         if isinstance(response, ChatResponse):
             _check_text_size(response, ctx.budgets.max_draft_bytes)
 

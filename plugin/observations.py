@@ -14,11 +14,16 @@ from typing import Any
 from pydantic import BaseModel
 
 __all__ = [
+    "ID_MISSING",
+    "ID_REUSED",
+    "ID_TOO_LONG",
     "EvidenceStatus",
     "RejectCode",
     "error_observation",
     "ready_observation",
     "rejected_observation",
+    "rejection_bound",
+    "stop_required_bound",
     "stop_required_observation",
 ]
 
@@ -64,6 +69,20 @@ _HINTS = {
     RejectCode.UNKNOWN_TOOL: "available tools: lookup_knowledge, query_logs, query_mysql",
 }
 
+NOTHING_PENDING_HINT = (
+    "no result is waiting for an evaluation: omit previous_observation in this request"
+)
+
+# The ``field`` of an INVALID_ENVELOPE that is about the tool call id itself.
+ID_MISSING = "tool_call_id missing"
+ID_REUSED = "tool_call_id reused"
+ID_TOO_LONG = "tool_call_id too long"
+
+# Content fields that echo what the model sent are cut to these many characters.
+_ID_CHARS = 128
+_TOOL_CHARS = 64
+_FIELD_CHARS = 80
+
 STOP_HINT = (
     "evidence collection is over: reply now with the final DiagnosisDraft JSON object only, "
     "citing READY tool_call_ids, with no further tool call"
@@ -78,7 +97,40 @@ def _dump(observation: dict[str, Any]) -> str:
 
 
 def _head(tool_call_id: str, tool: str, status: EvidenceStatus) -> dict[str, Any]:
-    return {"tool_call_id": tool_call_id, "tool": tool[:64], "evidence_status": status.value}
+    return {
+        "tool_call_id": tool_call_id[:_ID_CHARS],
+        "tool": tool[:_TOOL_CHARS],
+        "evidence_status": status.value,
+    }
+
+
+# Cut first what matters least to the model; the status and the code are never cut.
+_CUTTABLE = ("hint", "expected_previous_tool_call_id", "tool_call_id", "tool")
+
+
+def _fit(observation: dict[str, Any], max_bytes: int | None) -> str:
+    """The observation as text of at most ``max_bytes`` UTF-8 bytes.
+
+    Only the echoed strings (hint, ids, tool name) are cut, in that order; with the smallest
+    allowed observation limit (256 bytes) the fixed part always fits.
+    """
+    text = _dump(observation)
+    if max_bytes is None:
+        return text
+    for key in _CUTTABLE:
+        if len(text.encode("utf-8")) <= max_bytes:
+            break
+        value = observation.get(key)
+        if not isinstance(value, str):
+            continue
+        excess = len(text.encode("utf-8")) - max_bytes
+        while value and excess > 0:
+            # At least one character per step; an escaped character can cost up to 6 bytes.
+            value = value[: max(len(value) - max(excess // 6, 1), 0)]
+            observation[key] = value
+            text = _dump(observation)
+            excess = len(text.encode("utf-8")) - max_bytes
+    return text
 
 
 def ready_observation(
@@ -100,15 +152,19 @@ def ready_observation(
         observation = _head(tool_call_id, tool, EvidenceStatus.READY)
         observation.update(item_count=count, items=dumped[:count], truncated=left_out)
         text = _dump(observation)
-        if count == 0 or len(text.encode("utf-8")) <= max_bytes:
+        if len(text.encode("utf-8")) <= max_bytes:
             return text, count, left_out
+        if count == 0:
+            return _fit(observation, max_bytes), count, left_out
         count -= 1
 
 
-def error_observation(tool_call_id: str, tool: str, code: str) -> str:
+def error_observation(
+    tool_call_id: str, tool: str, code: str, *, max_bytes: int | None = None
+) -> str:
     observation = _head(tool_call_id, tool, EvidenceStatus.ERROR)
     observation["error_code"] = code
-    return _dump(observation)
+    return _fit(observation, max_bytes)
 
 
 def rejected_observation(
@@ -118,16 +174,48 @@ def rejected_observation(
     *,
     expected_previous_tool_call_id: str | None = None,
     field: str = "arguments",
+    hint: str | None = None,
+    max_bytes: int | None = None,
 ) -> str:
     observation = _head(tool_call_id, tool, EvidenceStatus.REJECTED)
     observation["error_code"] = code.value
     if expected_previous_tool_call_id is not None:
-        observation["expected_previous_tool_call_id"] = expected_previous_tool_call_id
-    observation["hint"] = _HINTS[code].replace("{field}", field[:80])
-    return _dump(observation)
+        observation["expected_previous_tool_call_id"] = expected_previous_tool_call_id[:_ID_CHARS]
+    observation["hint"] = hint or _HINTS[code].replace("{field}", field[:_FIELD_CHARS])
+    return _fit(observation, max_bytes)
 
 
-def stop_required_observation(tool_call_id: str, tool: str) -> str:
+def stop_required_observation(tool_call_id: str, tool: str, *, max_bytes: int | None = None) -> str:
     observation = _head(tool_call_id, tool, EvidenceStatus.STOP_REQUIRED)
     observation["hint"] = STOP_HINT
-    return _dump(observation)
+    return _fit(observation, max_bytes)
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+# Every character echoed as a JSON escape (``\u0001``) is the worst case for the byte size.
+_WORST_ID = "\x01" * _ID_CHARS
+_WORST_TOOL = "\x01" * _TOOL_CHARS
+
+
+def stop_required_bound(max_bytes: int) -> int:
+    """The most bytes any STOP_REQUIRED observation can take, whatever id and tool it echoes."""
+    return _size(stop_required_observation(_WORST_ID, _WORST_TOOL, max_bytes=max_bytes))
+
+
+def rejection_bound(tool_call_id: str, tool: str, max_bytes: int) -> int:
+    """The most bytes a request that is not the first of its round can be answered with.
+
+    Such a request never runs: it is answered ONE_TOOL_PER_ROUND, UNKNOWN_TOOL or
+    INVALID_ENVELOPE (reused, missing or over-long id).
+    """
+    return max(
+        _size(rejected_observation(tool_call_id, tool, code, field=field, max_bytes=max_bytes))
+        for code, field in (
+            (RejectCode.ONE_TOOL_PER_ROUND, "arguments"),
+            (RejectCode.UNKNOWN_TOOL, "arguments"),
+            (RejectCode.INVALID_ENVELOPE, ID_TOO_LONG),
+        )
+    )

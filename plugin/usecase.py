@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,9 @@ _log = logging.getLogger(__name__)
 
 # The framework's own iteration cap must never be the limit: the gate is.
 _ITERATION_HEADROOM = 3
+
+# Signals that end the run but belong to whoever sent them: recorded, then re-raised.
+_SIGNALS = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
 
 
 @dataclass
@@ -101,11 +104,36 @@ class Harness:
         )
         ctx.usage.bytes += len(message.encode("utf-8"))
         _log.info("run %s started (session %s)", ctx.run_id, ctx.session_id)
-        result = await self._run(ctx, message)
+        try:
+            result = await self._run_guarded(ctx, message)
+        except _SIGNALS:
+            # Task cancellation, KeyboardInterrupt, SystemExit: the run still gets its result
+            # and audit record, then the signal goes on to whoever sent it.
+            await _shielded(self._end(ctx, _last_resort(ctx, None, StopReason.CANCELLED)))
+            raise
+        except BaseException as exc:
+            # Any other BaseException (one an adapter or a library raised) ends the run FAILED.
+            _log.error("run %s ended by %s", ctx.run_id, type(exc).__name__)
+            result = _last_resort(ctx, FailureCode.AGENT_ERROR, "UNCLASSIFIED")
+        await self._end(ctx, result)
+        return result
+
+    async def _end(self, ctx: RunContext, result: ExecutionResult) -> None:
         _log.info("run %s ended: %s", ctx.run_id, result.outcome.value)
         await self._audit(ctx, result)
         ctx.hooks.result(ctx, result)
-        return result
+
+    async def _run_guarded(self, ctx: RunContext, message: str) -> ExecutionResult:
+        """The run, with a last resort: whatever an Exception escapes, the run ends FAILED.
+
+        ``RecursionError``, ``MemoryError`` or a bug anywhere between the input check and the
+        Draft parse must not leave a started run without a result and an audit record.
+        """
+        try:
+            return await self._run(ctx, message)
+        except Exception as exc:
+            _log.error("run %s failed outside the agent loop: %s", ctx.run_id, type(exc).__name__)
+            return _last_resort(ctx, FailureCode.AGENT_ERROR, "UNCLASSIFIED")
 
     async def _run(self, ctx: RunContext, message: str) -> ExecutionResult:
         s = self.settings
@@ -160,10 +188,56 @@ class Harness:
             _log.error("audit write failed for %s: %s", ctx.run_id, type(exc).__name__)
 
 
+async def _shielded(work: Coroutine[Any, Any, None]) -> None:
+    """Finish ``work`` even if the calling task is cancelled again meanwhile."""
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(task)
+    except BaseException:
+        task.add_done_callback(_consume)
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Retrieve a finished future's exception so asyncio never reports it as unretrieved."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _last_resort(
+    ctx: RunContext, code: FailureCode | None, why: str | StopReason
+) -> ExecutionResult:
+    """A result built so that it cannot fail: the ledger snapshot is left out if it does."""
+    try:
+        if code is None:
+            return _stopped(ctx, StopReason(why))
+        return _failed(ctx, code, str(why))
+    except Exception:
+        usage = UsageReport(
+            model_calls=0, prompt_tokens=0, completion_tokens=0, tool_calls=0, bytes=0,
+            elapsed_ms=0,
+        )  # fmt: skip
+        if code is None:
+            return ExecutionResult(
+                run_id=ctx.run_id, session_id=ctx.session_id, outcome=Outcome.STOPPED,
+                stop_reason=StopReason(why), usage=usage,
+            )  # fmt: skip
+        return ExecutionResult(
+            run_id=ctx.run_id, session_id=ctx.session_id, outcome=Outcome.FAILED, usage=usage,
+            failure=Failure(code=code, detail=str(why)),
+        )  # fmt: skip
+
+
 async def _await_bounded(ctx: RunContext, handler: WorkflowHandler) -> Any:
-    """Await the run; the deadline and the cancellation token abort it even mid-request."""
+    """Await the run; the deadline and the cancellation token abort it even mid-request.
+
+    Every task started here is awaited or has its exception consumed, whichever way the run
+    ends: a run aborted while its workflow raised a typed stop must not leave "Task exception
+    was never retrieved" behind.
+    """
     run = asyncio.ensure_future(_result_of(handler))
+    run.add_done_callback(_consume)
     cancelled = asyncio.ensure_future(ctx.cancel_event.wait())
+    cancelled.add_done_callback(_consume)
     try:
         done, _ = await asyncio.wait(
             {run, cancelled},
@@ -188,14 +262,21 @@ async def _result_of(handler: WorkflowHandler) -> Any:
 
 
 async def _abort(handler: WorkflowHandler, run: asyncio.Future[Any]) -> None:
-    """Stop the workflow and its in-flight HTTP request; its own outcome no longer matters."""
-    if not run.done():
-        with contextlib.suppress(Exception):
-            await handler.cancel_run()
-    if not run.done():
-        run.cancel()
-    with contextlib.suppress(BaseException):
-        await run
+    """Stop the workflow and its in-flight HTTP request; its own outcome no longer matters.
+
+    ``cancel_run`` waits for the workflow's end and lets a ``BaseException`` it ended with
+    (our typed ``RunStop``, e.g. the gate's CANCELLED raised just before the cancel landed) out:
+    that is swallowed here, so ``run`` is always cancelled if still pending and awaited.
+    """
+    try:
+        if not run.done():
+            with contextlib.suppress(Exception, RunStop):
+                await handler.cancel_run()
+    finally:
+        if not run.done():
+            run.cancel()
+        with contextlib.suppress(BaseException):
+            await run
 
 
 def _classify_failure(ctx: RunContext, exc: BaseException) -> tuple[FailureCode, str]:

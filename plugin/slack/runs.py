@@ -12,6 +12,7 @@ import contextlib
 import logging
 import uuid
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,6 +129,10 @@ class RunManager:
     # -- the run ---------------------------------------------------------------------------
 
     async def _run(self, req: RunRequest, active: _Active, thread_key: str) -> None:
+        """One run in its thread. Whatever happens, the thread gets a final message and the
+        status message loses its Cancel button (``_fail_closed`` when the normal end failed).
+        """
+        answered = False
         try:
             status_ts = await self._post_status(req, active)
             tracker = self._tracker(req, active, status_ts)
@@ -137,10 +142,14 @@ class RunManager:
             result = await self._diagnose_when_allowed(req, active, tracker)
             if result is not None:
                 await self._post_result(req, result)
+            answered = True  # the outcome (or the input refusal) is in the thread
+            if result is not None:
                 await tracker.finish(_final_note(result))
         except Exception as exc:  # the run task must never die silently
             _log.error("slack run %s failed: %s", active.key, type(exc).__name__)
         finally:
+            if not answered:
+                await _shielded(self._fail_closed(req, active))
             if active.key in self._queue:
                 self._queue.remove(active.key)
             self._active.pop(active.key, None)
@@ -254,9 +263,14 @@ class RunManager:
             channel=req.channel, ts=ts, text=message.text, blocks=list(message.blocks)
         )
 
-    async def _post_result(self, req: RunRequest, result: ExecutionResult) -> None:
-        message = render_result(result, replay=req.replay)
+    async def _post_result(self, req: RunRequest, result: ExecutionResult) -> bool:
+        """Post the rendered outcome; True once it is posted.
+
+        If rendering or the rich post fails (Slack refusing the blocks, say), the outcome is
+        posted again as one line of plain text; False only when that fails too.
+        """
         try:
+            message = render_result(result, replay=req.replay)
             await req.client.chat_postMessage(
                 channel=req.channel,
                 thread_ts=req.thread_ts,
@@ -266,16 +280,29 @@ class RunManager:
                 unfurl_links=False,
                 unfurl_media=False,
             )
+            return True
         except Exception as exc:
             _log.error("posting the outcome of %s failed: %s", result.run_id, type(exc).__name__)
+        return await self._say(req, _plain_outcome(result))
 
-    async def _say(self, req: RunRequest, text: str) -> None:
+    async def _fail_closed(self, req: RunRequest, active: _Active) -> None:
+        """The run ended without its outcome posted: say so, and end the status message."""
+        await self._say(req, _FAILED_CLOSED)
+        if active.tracker is not None:
+            try:
+                await active.tracker.finish("Failed closed: see the message below.")
+            except Exception as exc:
+                _log.warning("final status update failed: %s", type(exc).__name__)
+
+    async def _say(self, req: RunRequest, text: str) -> bool:
         try:
             await req.client.chat_postMessage(
                 channel=req.channel, thread_ts=req.thread_ts, text=text
             )
         except Exception as exc:
             _log.warning("reply failed: %s", type(exc).__name__)
+            return False
+        return True
 
     # -- shutdown ----------------------------------------------------------------------------
 
@@ -304,6 +331,32 @@ class RunManager:
         await self.cancel_all()
         await self.harness.aclose()
         await self.state.aclose()
+
+
+_FAILED_CLOSED = (
+    "The diagnosis failed closed: it ended without an answer I can show. Nothing was "
+    "concluded; please ask again."
+)
+
+
+def _plain_outcome(result: ExecutionResult) -> str:
+    """The outcome in one line of plain text, for when the rich message cannot be posted."""
+    if result.outcome is Outcome.STOPPED and result.stop_reason is not None:
+        why = result.stop_reason.value
+    elif result.failure is not None:
+        why = f"{result.failure.code.value} {result.failure.detail}"
+    else:
+        why = "a Draft was produced but could not be shown here"
+    return f"Diagnosis {result.outcome.value} ({why}); run {result.run_id}."
+
+
+async def _shielded(work: Coroutine[Any, Any, None]) -> None:
+    """Finish ``work`` even if this task is being cancelled (shutdown): the thread is told."""
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(task)
+    except BaseException:
+        task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
 
 
 def _final_note(result: ExecutionResult) -> str:

@@ -35,10 +35,26 @@ def unknown(call_id: str) -> ModelStep:
 async def test_model_call_budget_blocks_the_next_round(
     model_server: StartServer, tmp_path: Path
 ) -> None:
-    server = await model_server([unknown("c1"), unknown("c2")])
-    result = await harness(server, tmp_path, DIAG_MAX_MODEL_CALLS=2).diagnose(QUERY)
+    # Budget 1: the round's tool request is answered STOP_REQUIRED (no round is left to read a
+    # result), and the round that would read it is refused before any HTTP request.
+    server = await model_server([unknown("c1")])
+    result = await harness(server, tmp_path, DIAG_MAX_MODEL_CALLS=1).diagnose(QUERY)
     assert result.outcome is Outcome.STOPPED
     assert result.stop_reason is StopReason.MODEL_CALL_BUDGET_EXHAUSTED
+    assert server.request_count == 1 and result.usage.model_calls == 1
+
+
+async def test_unknown_tools_do_not_outlive_the_model_call_budget(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    # Budget 2: round 1's unknown tool is answered STOP_REQUIRED (one round left: the Draft's);
+    # round 2 asks an unknown tool again: the run ends, no round 3.
+    server = await model_server([unknown("c1"), unknown("c2")])
+    result = await harness(server, tmp_path, DIAG_MAX_MODEL_CALLS=2).diagnose(QUERY)
+    assert tool_messages(server.requests[1])[0]["observation"]["evidence_status"] == (
+        "STOP_REQUIRED"
+    )
+    assert result.stop_reason is StopReason.INFORMATION_SATURATED
     assert server.request_count == 2 and result.usage.model_calls == 2
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 import pytest
 
 from plugin.errors import InputRejected, InputRejection, StopReason
-from plugin.model_replay import ModelStep
+from plugin.model_replay import ModelStep, ToolCallSpec
 from plugin.request import DiagnosisRequest, PreviousTurn
 from plugin.result import FailureCode, Outcome
 from tests.conftest import StartServer
@@ -136,30 +136,30 @@ async def test_react_performs_two_model_rounds(model_server: StartServer, tmp_pa
     assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (200, 40)
 
 
-async def test_model_call_budget_is_exhausted(model_server: StartServer, tmp_path: Path) -> None:
-    # Budget 2: round 1 asks a tool, which is refused (only one round would remain) ...
-    server = await model_server(
-        [
-            tool_step(call("call-1", "query_logs", LOGS_INPUT)),
-            tool_step(call("call-2", "lookup_knowledge", KB)),
-        ]
-    )
-    result = await harness(server, tmp_path, DIAG_MAX_MODEL_CALLS=2).diagnose(QUERY)
-    # ... round 2 ignores STOP_REQUIRED; there is no round 3 at the server either way.
+@pytest.mark.parametrize(
+    "calls",
+    [
+        [call("call-1", "query_logs", LOGS_INPUT)],
+        [call("call-1", "query_logs", LOGS_INPUT), call("call-2", "lookup_knowledge", KB)],
+        [call("call-1", "restart_service", {"service": "payment-api"})],
+    ],
+    ids=["one-call", "parallel-calls", "unknown-tool"],
+)
+async def test_model_call_budget_is_exhausted(
+    model_server: StartServer, tmp_path: Path, calls: list[ToolCallSpec]
+) -> None:
+    # Budget 1: the only round asks for tools, so the framework attempts a second round. The
+    # gate refuses it before any HTTP request: the server saw exactly one request.
+    server = await model_server([tool_step(*calls)])
+    table = adapters()
+    result = await harness(server, tmp_path, table, DIAG_MAX_MODEL_CALLS=1).diagnose(QUERY)
     assert result.outcome is Outcome.STOPPED
-    assert server.request_count == 2
-
-    server2 = await model_server(
-        [
-            tool_step(call("c1", "query_logs", LOGS_INPUT)),
-            tool_step(call("c2", "lookup_knowledge", KB, previous=("c1", "GAINED"))),
-        ]
-    )
-    result2 = await harness(
-        server2, tmp_path, DIAG_MAX_MODEL_CALLS=2, DIAG_NO_GAIN_STREAK=9
-    ).diagnose(QUERY)
-    assert result2.outcome is Outcome.STOPPED
-    assert server2.request_count == 2
+    assert result.stop_reason is StopReason.MODEL_CALL_BUDGET_EXHAUSTED
+    assert server.request_count == 1 and result.usage.model_calls == 1
+    assert all(not a.calls for a in table.values())  # no round is left to read a result
+    record = audit_records(tmp_path)[0]
+    assert record["stop_reason"] == "MODEL_CALL_BUDGET_EXHAUSTED"
+    assert len(record["rounds"]) == 1
 
 
 async def test_framework_requests_first_rag_evidence(
@@ -416,14 +416,23 @@ async def test_model_ignores_stop_required(model_server: StartServer, tmp_path: 
     assert len(table[ToolName.QUERY_LOGS].calls) == 1
 
 
+class AdapterCrash(BaseException):
+    """Not an ``Exception``: it passes the adapter guard and leaves the framework loop."""
+
+
 async def test_unclassified_framework_failure(model_server: StartServer, tmp_path: Path) -> None:
-    broken = ScriptedAdapter(ToolName.QUERY_LOGS, lambda c: "not an adapter result")  # type: ignore[arg-type,return-value]
+    def crash(call: object) -> Ready:
+        raise AdapterCrash
+
+    broken = ScriptedAdapter(ToolName.QUERY_LOGS, crash)
     server = await model_server([tool_step(call("call-1", "query_logs", LOGS_INPUT))])
     result = await harness(server, tmp_path, adapters(query_logs=broken)).diagnose(QUERY)
     assert result.outcome is Outcome.FAILED
     assert result.failure is not None and result.failure.code is FailureCode.AGENT_ERROR
+    assert result.failure.detail == "UNCLASSIFIED"
     assert result.progress is None  # nothing READY: no progress is fabricated
     assert server.request_count == 1
+    assert [r["outcome"] for r in audit_records(tmp_path)] == ["FAILED"]
 
 
 async def test_invalid_final_draft_after_verified_checks(

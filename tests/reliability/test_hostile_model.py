@@ -102,19 +102,31 @@ CASES = [
         {3: ["READY", "READY", "STOP_REQUIRED"]},
     ),
     Hostile(
-        "ignores-stop-required-twice-with-unknown-tools",
+        "ignores-stop-required-with-an-unknown-tool",  # an unknown tool buys no extra round
         [
             tool_step(call("c1", L, LOGS)),
             tool_step(call("c2", K, KB, previous=("c1", "NO_GAIN"))),
             tool_step(call("c3", M, SQL, previous=("c2", "NO_GAIN"))),
             tool_step(call("x1", "run_shell", {"cmd": "id"})),
-            tool_step(call("c5", L, LOGS)),
         ],
         Outcome.STOPPED,
         StopReason.INFORMATION_SATURATED,
-        5,
+        4,
         {L: 1, K: 1},
-        {4: ["READY", "READY", "STOP_REQUIRED", "UNKNOWN_TOOL"]},
+        {3: ["READY", "READY", "STOP_REQUIRED"]},
+    ),
+    Hostile(
+        "ignores-stop-required-with-parallel-unknown-tools",
+        [
+            tool_step(call("c1", L, LOGS)),
+            tool_step(call("c2", K, KB, previous=("c1", "NO_GAIN"))),
+            tool_step(call("c3", M, SQL, previous=("c2", "NO_GAIN"))),
+            tool_step(call("x1", "run_shell", {}), call("x2", "run_shell", {})),
+        ],
+        Outcome.STOPPED,
+        StopReason.INFORMATION_SATURATED,
+        4,
+        {L: 1, K: 1},
     ),
     Hostile(
         "loops-the-same-call",
@@ -146,14 +158,96 @@ CASES = [
         failing_mysql=True,
     ),
     Hostile(
-        "unknown-tools-until-the-model-call-budget",
+        "unknown-tools-until-the-last-round",  # the last round is kept for the Draft
         [tool_step(call(f"x{n}", "Query_MySQL", SQL)) for n in range(3)],
         Outcome.STOPPED,
-        StopReason.MODEL_CALL_BUDGET_EXHAUSTED,
+        StopReason.INFORMATION_SATURATED,
         3,
         {},
-        {2: ["UNKNOWN_TOOL", "UNKNOWN_TOOL"]},
+        {2: ["UNKNOWN_TOOL", "STOP_REQUIRED"]},
         {"DIAG_MAX_MODEL_CALLS": 3},
+    ),
+    Hostile(
+        "unknown-tool-with-one-model-round",  # nothing can read an answer: budget exhausted
+        [tool_step(call("x1", "run_shell", {}))],
+        Outcome.STOPPED,
+        StopReason.MODEL_CALL_BUDGET_EXHAUSTED,
+        1,
+        env={"DIAG_MAX_MODEL_CALLS": 1},
+    ),
+    # -- the round that meets a stop: its extra calls are answered, the model still answers --
+    Hostile(
+        "parallel-calls-in-the-saturating-round",
+        [
+            tool_step(call("c1", L, LOGS)),
+            tool_step(call("c2", K, KB, previous=("c1", "NO_GAIN"))),
+            tool_step(
+                call("c3", M, SQL, previous=("c2", "NO_GAIN")),
+                call("c4", L, {**LOGS, "service": "order-service"}),
+                call("x5", "run_shell", {}),
+                call("c2", K, KB),
+            ),
+            final_step(draft_json(conclusion=False)),
+        ],
+        Outcome.DRAFT,
+        "",
+        4,
+        {L: 1, K: 1},
+        {3: ["READY", "READY", "STOP_REQUIRED", "ONE_TOOL_PER_ROUND", "UNKNOWN_TOOL",
+             "INVALID_ENVELOPE"]},
+    ),  # fmt: skip
+    Hostile(
+        "parallel-calls-in-the-last-round-but-one",
+        [
+            tool_step(call("c1", L, LOGS), call("c2", K, KB), call("c3", M, SQL)),
+            final_step(draft_json(conclusion=False)),
+        ],
+        Outcome.DRAFT,
+        "",
+        2,
+        {},
+        {1: ["STOP_REQUIRED", "ONE_TOOL_PER_ROUND", "ONE_TOOL_PER_ROUND"]},
+        {"DIAG_MAX_MODEL_CALLS": 2},
+    ),
+    Hostile(
+        "parallel-calls-past-the-tool-budget",
+        [
+            tool_step(call("c1", L, LOGS)),
+            tool_step(call("c2", K, KB, previous=("c1", "GAINED")), call("c3", M, SQL)),
+            final_step(VALID),
+        ],
+        Outcome.DRAFT,
+        "",
+        3,
+        {L: 1},
+        {2: ["READY", "STOP_REQUIRED", "ONE_TOOL_PER_ROUND"]},
+        {"DIAG_MAX_TOOL_CALLS": 1},
+    ),
+    Hostile(
+        "parallel-duplicate-in-the-saturating-round",
+        [
+            tool_step(call("c1", L, LOGS)),
+            tool_step(call("c2", L, LOGS_SAME, previous=("c1", "NO_GAIN")), call("c3", K, KB)),
+            final_step(VALID),
+        ],
+        Outcome.DRAFT,
+        "",
+        3,
+        {L: 1},
+        {2: ["READY", "STOP_REQUIRED", "ONE_TOOL_PER_ROUND"]},
+    ),
+    Hostile(
+        "ignores-stop-required-with-parallel-calls",
+        [
+            tool_step(call("c1", L, LOGS), call("c2", K, KB)),
+            tool_step(call("c3", K, KB), call("c4", M, SQL)),
+        ],
+        Outcome.STOPPED,
+        StopReason.INFORMATION_SATURATED,
+        2,
+        {},
+        {1: ["STOP_REQUIRED", "ONE_TOOL_PER_ROUND"]},
+        {"DIAG_MAX_MODEL_CALLS": 2},
     ),
     # -- parallel calls --------------------------------------------------------------------
     Hostile(
