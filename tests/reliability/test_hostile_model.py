@@ -193,9 +193,17 @@ CASES = [
         "",
         4,
         {L: 1, K: 1},
-        {3: ["READY", "READY", "STOP_REQUIRED", "ONE_TOOL_PER_ROUND", "UNKNOWN_TOOL",
-             "INVALID_ENVELOPE"]},
-    ),  # fmt: skip
+        {
+            3: [
+                "READY",
+                "READY",
+                "STOP_REQUIRED",
+                "ONE_TOOL_PER_ROUND",
+                "UNKNOWN_TOOL",
+                "INVALID_ENVELOPE",
+            ]
+        },
+    ),
     Hostile(
         "parallel-calls-in-the-last-round-but-one",
         [
