@@ -44,8 +44,10 @@ import asyncio
 import hashlib
 import json
 import logging
+import os
 import re
 import shutil
+import stat
 import threading
 import time
 import uuid
@@ -61,7 +63,7 @@ from llama_index.core.schema import Document, NodeWithScore, QueryBundle, TextNo
 from llama_index.retrievers.bm25 import BM25Retriever
 
 from tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
-from tools.redact import redact
+from tools.redact import HEADROOM, redact_prefix
 from tools.schemas import KnowledgeInput, KnowledgeItem
 
 logger = logging.getLogger(__name__)
@@ -69,6 +71,11 @@ logger = logging.getLogger(__name__)
 INDEX_FORMAT = "knowledge-index-v1"
 MAX_TOP_K = 5
 SNIPPET_CHARS = 400
+LABEL_CHARS = 200  # title and heading as shown
+# Raw characters of a title or heading kept in the index: far more than is ever shown
+# (LABEL_CHARS + HEADROOM), so this cut is never the one a secret could straddle visibly.
+STORED_LABEL_CHARS = 4096
+MAX_RUNBOOK_BYTES = 4 * 1024 * 1024  # a larger file is skipped (logged), not indexed
 HEADING_SEPARATOR = " > "
 _PATH_SEPARATOR = "\x1f"  # header path separator inside the parser; never in a heading
 _TOKEN_PATTERN = r"\S+"  # the retriever only splits what we already segmented
@@ -77,8 +84,6 @@ _META_KEYS = ("title", "heading", "path", "body")
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _RUNS = re.compile(rf"[{_CJK}]+|[A-Za-z0-9]+")
 _IS_CJK = re.compile(rf"[{_CJK}]")
-_H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$")
-_HEADER = re.compile(r"^#+\s")
 _WS = re.compile(r"\s+")
 # Function words that carry no retrieval signal; English ones are removed by bm25s.
 _ZH_STOPWORDS = frozenset(
@@ -175,18 +180,60 @@ class Hit:
     score: float
 
 
+def _runbook_files(root: Path) -> Iterator[Path]:
+    """``*.md`` entries under ``root``, never entering a symlinked directory."""
+    for directory, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        for name in filenames:
+            if name.endswith(".md"):
+                yield Path(directory, name)
+
+
+def _served(root: Path, file: Path) -> os.stat_result | None:
+    """The stat of ``file`` if it may be served: a regular file whose real path is inside the
+    (real) runbook folder. A symlink leading outside, a dangling one, a FIFO or device is not."""
+    try:
+        real = file.resolve(strict=True)
+        info = real.stat()
+    except (OSError, RuntimeError):  # dangling, looping, vanished
+        return None
+    if not real.is_relative_to(root) or not stat.S_ISREG(info.st_mode):
+        return None
+    return info
+
+
 def _scan(folder: Path) -> tuple[_Source, ...]:
-    """List the runbooks (recursively ``*.md``) cheaply; raises ``OSError`` if unreadable."""
+    """List the runbooks (recursively ``*.md``) cheaply; raises ``OSError`` if unreadable.
+
+    Only regular files inside the folder are listed: symlinks leading outside it are skipped,
+    symlinked directories are not entered, and the folder itself may be a symlink.
+    """
     if not folder.is_dir():
         raise FileNotFoundError(folder)
+    root = folder.resolve(strict=True)
     found = []
-    for file in folder.rglob("*.md"):
-        if file.is_file():
-            stat = file.stat()
-            found.append(
-                _Source(file.relative_to(folder).as_posix(), stat.st_size, stat.st_mtime_ns)
-            )
+    for file in _runbook_files(root):
+        info = _served(root, file)
+        if info is not None:
+            rel = file.relative_to(root).as_posix()
+            found.append(_Source(rel, info.st_size, info.st_mtime_ns))
     return tuple(sorted(found, key=lambda s: s.rel))
+
+
+def _heading_text(line: str, level: int | None = None) -> str | None:
+    """The text of an ATX heading line (``## Text ##``), ``None`` if it is not one; with
+    ``level``, only headings of that level. Plain string work: no pattern can backtrack."""
+    hashes = len(line) - len(line.lstrip("#"))
+    if not 1 <= hashes <= 6 or (level is not None and hashes != level):
+        return None
+    rest = line[hashes:]
+    if rest and not rest[0].isspace():
+        return None
+    text = rest.strip()
+    closed = text.rstrip("#")
+    if closed != text and (not closed or closed[-1].isspace()):
+        text = closed.rstrip()
+    return text or None
 
 
 def _title_of(text: str, stem: str) -> str:
@@ -194,8 +241,8 @@ def _title_of(text: str, stem: str) -> str:
     for line in text.splitlines():
         if line.lstrip().startswith("```"):
             in_code = not in_code
-        elif not in_code and (match := _H1.match(line)):
-            return match.group(1)
+        elif not in_code and (title := _heading_text(line, level=1)):
+            return title[:STORED_LABEL_CHARS]
     return stem
 
 
@@ -206,7 +253,7 @@ def _split_sections(rel: str, text: str) -> list[Section]:
     for node in parser.get_nodes_from_documents([Document(text=text)]):
         content = node.get_content()
         first, _, rest = content.partition("\n")
-        if _HEADER.match(first):
+        if first.startswith("#") and first.lstrip("#")[:1].isspace():
             parents = [p for p in node.metadata["header_path"].split(_PATH_SEPARATOR) if p]
             path = [*parents, first.lstrip("#").strip()]
             body = rest.strip()
@@ -214,22 +261,54 @@ def _split_sections(rel: str, text: str) -> list[Section]:
             path, body = [], content.strip()
         if path and path[0] == title and len(path) > 1:
             path = path[1:]
-        heading = HEADING_SEPARATOR.join(path) or title
+        heading = (HEADING_SEPARATOR.join(path) or title)[:STORED_LABEL_CHARS]
         if body:
             sections.append(Section(title=title, heading=heading, path=rel, body=body))
     return sections
 
 
+def _read_served(root: Path, rel: str) -> bytes | None:
+    """The bytes of a listed runbook, re-checked at open time (it may have been swapped for a
+    symlink since the scan); ``None`` if it is no longer served or too large."""
+    info = _served(root, root / rel)
+    if info is None or info.st_size > MAX_RUNBOOK_BYTES:
+        return None
+    with (root / rel).resolve(strict=True).open("rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        raw = handle.read(MAX_RUNBOOK_BYTES + 1)
+    return raw if len(raw) <= MAX_RUNBOOK_BYTES else None
+
+
+def _text_of(raw: bytes) -> str | None:
+    """The runbook as text; ``None`` for a binary file (a NUL byte, or not valid UTF-8)."""
+    if b"\x00" in raw:
+        return None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+
+
 def _read(folder: Path, sources: tuple[_Source, ...]) -> tuple[list[Section], str]:
     """Read and split every runbook; return the sections and a digest of paths, sizes, mtimes
-    and contents."""
+    and contents. Binary, oversized or no longer served files are skipped (and logged)."""
+    root = folder.resolve(strict=True)
     digest = hashlib.sha256()
     sections: list[Section] = []
+    skipped = 0
     for source in sources:
-        raw = (folder / source.rel).read_bytes()
-        record = [source.rel, source.size, source.mtime_ns, hashlib.sha256(raw).hexdigest()]
+        raw = _read_served(root, source.rel)
+        text = _text_of(raw) if raw is not None else None
+        content = hashlib.sha256(raw).hexdigest() if raw is not None else "skipped"
+        record = [source.rel, source.size, source.mtime_ns, content]
         digest.update(json.dumps(record).encode() + b"\n")
-        sections.extend(_split_sections(source.rel, raw.decode("utf-8", errors="replace")))
+        if text is None:
+            skipped += 1
+            continue
+        sections.extend(_split_sections(source.rel, text))
+    if skipped:
+        logger.warning("skipped %d runbook files (binary, oversized or moved)", skipped)
     return sections, digest.hexdigest()
 
 
@@ -292,19 +371,29 @@ def _from_node(node: Any) -> Section:
 
 
 def snippet(body: str, limit: int = SNIPPET_CHARS) -> str:
-    """Redact first (so no secret is cut in half and leaks a prefix), then bound the text."""
-    text = _WS.sub(" ", redact(body)).strip()
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    """Bound, redact, collapse whitespace, then cut to ``limit`` with an ellipsis.
+
+    Only a bounded prefix is redacted (runs of whitespace collapse, hence the extra room) and
+    the final cut falls on redacted text, so no secret is cut in half and leaks a prefix
+    (:func:`tools.redact.redact_prefix`).
+    """
+    redacted, cut = redact_prefix(body, 4 * limit + HEADROOM)
+    text = _WS.sub(" ", redacted).strip()
+    return text if len(text) <= limit and not cut else text[: limit - 1].rstrip() + "…"
 
 
 def _project(hit: Hit) -> KnowledgeItem:
     return KnowledgeItem(
-        title=redact(hit.section.title),
-        heading=redact(hit.section.heading),
+        title=snippet(hit.section.title, LABEL_CHARS),
+        heading=snippet(hit.section.heading, LABEL_CHARS),
         path=hit.section.path,
         score=round(hit.score, 3),
         snippet=snippet(hit.section.body),
     )
+
+
+def _answer(index: _Index, query: str, top_k: int) -> list[KnowledgeItem]:
+    return [_project(hit) for hit in index.search(query, top_k)]
 
 
 class KnowledgeStore:
@@ -401,8 +490,10 @@ class KnowledgeAdapter:
             return Failed(AdapterErrorCode.UNAVAILABLE)
         if index is None:
             return Ready(items=[])
-        hits = await asyncio.to_thread(index.search, call.input.query, call.input.top_k)
-        return Ready(items=[_project(hit) for hit in hits])
+        # Retrieval and projection (redaction is CPU work) in a worker thread: the loop only
+        # ever waits for one short, linear regex call on bounded text.
+        items = await asyncio.to_thread(_answer, index, call.input.query, call.input.top_k)
+        return Ready(items=items)
 
     def _fresh(self) -> bool:
         checked = self._checked_at
