@@ -51,6 +51,8 @@ MASKED_CANARIES = (
 )
 # Looks like ordinary text in an ordinary column: not a secret by any rule, so it passes.
 CANARY_PLAIN = "CANARY-PLAIN-8841"
+# In a file OUTSIDE the runbook folder, reachable only through symlinks inside it: never served.
+CANARY_OUTSIDE = "CANARY-OUTSIDE-FOLDER-3307"
 
 DATABASE = "diag_reliability"
 RO_USER = "diag_rel_ro"
@@ -142,8 +144,28 @@ password: {CANARY_RUNBOOK_PASSWORD}
 def write_runbooks(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "payment-api.md").write_text(RUNBOOK, encoding="utf-8")
-    # Invalid UTF-8 in a runbook: decoded with replacement characters, never fatal.
+    # Binary runbooks (invalid UTF-8, a NUL byte): skipped, never fatal.
     (folder / "broken.md").write_bytes(b"# broken\n\n## db pool exhausted\n\nbad \xff\xfe bytes\n")
+    (folder / "nul.md").write_bytes(b"# nul\n\n## db pool exhausted\n\nnul \x00 byte\n")
+    # Symlinks leading outside the folder (a file and a directory): skipped.
+    outside = folder.parent / f"{folder.name}-outside"
+    (outside / "dir").mkdir(parents=True, exist_ok=True)
+    secret = f"# outside\n\n## db pool exhausted 连接池\n\n{CANARY_OUTSIDE} DROP TABLE\n"
+    (outside / "secret.md").write_text(secret, encoding="utf-8")
+    (outside / "dir" / "secret.md").write_text(secret, encoding="utf-8")
+    (folder / "outside.md").symlink_to(outside / "secret.md")
+    (folder / "outside-dir").symlink_to(outside / "dir")
+    # A heading line of spaces and '#' that made the old title pattern super-linear.
+    (folder / "headings.md").write_text(
+        "#"
+        + " " * 16_000
+        + "x"
+        + " " * 16_000
+        + "#y\n\n## db pool exhausted\n\n"
+        + "a." * 8_000
+        + "\n",
+        encoding="utf-8",
+    )
 
 
 def _line(minute: int, message: str, level: str = "ERROR") -> bytes:
@@ -178,5 +200,16 @@ def write_logs(folder: Path) -> None:
         b'{"ts": "2026-11-28T10:09:00Z", "service": "payment-api", "level": "ERROR", '
         b'"message": "lone surrogate \\ud800 in an escaped string"}\n',
         _line(10, "db pool exhausted"),
+        # Item 1: a line that made the key/value pattern quadratic (16 KB held the loop ~7 s).
+        _line(11, "GET /" + "a." * 8_000 + " failed"),
+        # Item 2: out-of-range timestamps and a nesting bomb are skipped lines, never INTERNAL.
+        b'{"ts": "0001-01-01T00:10+01:00", "service": "payment-api", "level": "ERROR", '
+        b'"message": "before year 1 in UTC"}\n',
+        b'{"ts": "9999-12-31T23:59-01:00", "service": "payment-api", "level": "ERROR", '
+        b'"message": "after year 9999 in UTC"}\n',
+        b"[" * 30_000 + b"]" * 30_000 + b"\n",
+        # Item 5: JSON-escaped text ("<b>" and "&") is still found by contains.
+        b'{"ts": "2026-11-28T10:12:00Z", "service": "payment-api", "level": "ERROR", '
+        b'"message": "escaped \\u003cb\\u003e \\u0026 pool"}\n',
     ]
     hour.write_bytes(b"".join(lines))

@@ -19,6 +19,7 @@ from plugin.result import Outcome
 from tests.conftest import StartServer
 from tests.harness.support import call, draft_json, final_step, tool_step
 from tests.reliability.evidence import (
+    CANARY_OUTSIDE,
     INJECTION,
     SLACK_MARKUP,
     TABLE,
@@ -35,10 +36,11 @@ from tests.reliability.support import (
     build,
     healthy_step,
 )
-from tools.base import ToolName
-from tools.knowledge import KnowledgeAdapter
+from tools.base import AdapterCall, Ready, ToolName
+from tools.knowledge import KnowledgeAdapter, iter_sections
 from tools.logs import JsonlLogSource, LogsAdapter
 from tools.mysql import MysqlAdapter
+from tools.schemas import KnowledgeInput, LogItem, LogsInput
 
 MAX_OBSERVATION = 2048
 ITEM_KEYS = {
@@ -123,9 +125,41 @@ async def test_hostile_evidence_stays_data(
         for c in m.get("tool_calls") or []
     ]  # fmt: skip
     assert assistant_calls == ["c1", "c2", "c3"]
-    # The over-long line and the line with invalid bytes were skipped and counted.
-    assert source.stats.malformed_lines >= 2
+    # The over-long line, the line with invalid bytes, the out-of-range timestamps and the
+    # nesting bomb were skipped and counted.
+    assert source.stats.malformed_lines >= 5
+    assert CANARY_OUTSIDE not in json.dumps(server.requests, ensure_ascii=False)
     audit = audit_of(tmp_path, result)
     copied = json.dumps(audit, ensure_ascii=False)
     assert not any(text in copied for text in ("Ignore previous", "call-evil", "<!channel>"))
     await assert_still_serves(harness, tmp_path, server)
+
+
+async def test_hostile_folders_through_the_real_adapters(tmp_path: Path) -> None:
+    """Items 1-3 and 5 of issue 10 on the same hostile folders, without a model or a database:
+    outside symlinks and binary runbooks are never served, odd log lines are skipped, a
+    JSON-escaped message is found by ``contains``, every text is bounded."""
+    write_runbooks(tmp_path / "runbooks")
+    write_logs(tmp_path / "logs")
+    assert {s.path for s in iter_sections(tmp_path / "runbooks")} == {
+        "payment-api.md",
+        "headings.md",
+    }
+    knowledge = KnowledgeAdapter(tmp_path / "runbooks", tmp_path / "cache")
+    for query in ("db pool exhausted 连接池 DROP TABLE", CANARY_OUTSIDE, "nul byte bad bytes"):
+        result = await knowledge.invoke(AdapterCall("c", "r", KnowledgeInput(query=query, top_k=5)))
+        assert isinstance(result, Ready), result
+        dumped = json.dumps([item.model_dump() for item in result.items])
+        assert CANARY_OUTSIDE not in dumped
+        assert all(len(text) <= 600 for text in _strings(json.loads(dumped)))
+    source = JsonlLogSource(tmp_path / "logs")
+    logs = LogsAdapter(source)
+    window = {"service": "payment-api", **LOGS_WINDOW}
+    for contains, expected in [("<b> &", ["escaped <b> & pool"]), ("a.a.a.a", None), (None, None)]:
+        q = LogsInput.model_validate_json(json.dumps({**window, "contains": contains, "limit": 50}))
+        result = await logs.invoke(AdapterCall("c", "r", q))
+        assert isinstance(result, Ready), result
+        messages = [i.message for i in result.items if isinstance(i, LogItem)]
+        assert messages if expected is None else messages == expected
+        assert all(len(m) <= 500 for m in messages)
+        assert not any("year" in m for m in messages)  # out-of-range lines were skipped
