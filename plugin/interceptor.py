@@ -313,6 +313,14 @@ class ToolInterceptor:
         self, candidate: Execute | Respond, tool_name: str, tool_call_id: str, reserve: int
     ) -> Decision:
         budgets, usage = self._ctx.budgets, self._ctx.usage
+        if self._ctx.ledger.stop_required:
+            # This round's first request got STOP_REQUIRED; the rest of the round was reserved
+            # then: their answers only have to fit the capacity.
+            if isinstance(candidate, Respond) and budgets.within_capacity(
+                usage, len(candidate.observation.encode("utf-8")) + reserve
+            ):
+                return candidate
+            return Stop(StopReason.INFORMATION_SATURATED, OVER_CAPACITY)
         if isinstance(candidate, Execute):
             size = self._max_obs + self._stop_bound
         else:
