@@ -1,0 +1,92 @@
+"""``ToolInterceptor.decide`` as a pure function: a RunContext in, a tagged decision out, and
+the run's state unchanged (no model involved: nothing here reaches a model round)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+
+import pytest
+
+from plugin.budget import Budgets
+from plugin.context import RunContext
+from plugin.envelope import Evaluation
+from plugin.errors import StopReason
+from plugin.hooks import HookSet
+from plugin.interceptor import Execute, Respond, Stop, ToolInterceptor
+from tests.harness.support import LOGS_INPUT, adapters
+
+BUDGETS = Budgets(
+    max_model_calls=8, max_total_tokens=60000, deadline_seconds=120, max_tool_calls=6,
+    no_gain_streak=2, max_observation_bytes=4096, max_draft_bytes=16384,
+    run_capacity_bytes=65536,
+)  # fmt: skip
+LOGS = json.dumps({"input": LOGS_INPUT})
+
+
+def context(**usage: int) -> RunContext:
+    ctx = RunContext(
+        session_id="s", run_id="r", budgets=BUDGETS, hooks=HookSet(()), cancel_event=asyncio.Event()
+    )
+    for name, value in usage.items():
+        setattr(ctx.usage, name, value)
+    return ctx
+
+
+def decide(ctx: RunContext, name: str = "query_logs", raw: str = LOGS, **kw: object) -> object:
+    before = (copy.deepcopy(ctx.usage), ctx.ledger.no_gain_streak, len(ctx.ledger))
+    decision = ToolInterceptor(ctx, adapters()).decide(name, "c9", raw, **kw)  # type: ignore[arg-type]
+    assert (ctx.usage, ctx.ledger.no_gain_streak, len(ctx.ledger)) == before  # pure
+    return decision
+
+
+def status(decision: object) -> str:
+    if isinstance(decision, Execute):
+        return "EXECUTE"
+    if isinstance(decision, Stop):
+        return f"STOP {decision.reason.value}"
+    assert isinstance(decision, Respond)
+    observation = json.loads(decision.observation)
+    return str(observation.get("error_code") or observation["evidence_status"])
+
+
+@pytest.mark.parametrize(
+    ("usage", "name", "first", "expected"),
+    [
+        ({"model_calls": 1}, "query_logs", True, "EXECUTE"),
+        ({"model_calls": 1}, "query_logs", False, "ONE_TOOL_PER_ROUND"),
+        ({"model_calls": 1}, "run_shell", True, "UNKNOWN_TOOL"),
+        ({"model_calls": 7}, "query_logs", True, "STOP_REQUIRED"),  # the last round is kept
+        ({"model_calls": 7}, "run_shell", True, "STOP_REQUIRED"),
+        ({"model_calls": 7}, "run_shell", False, "UNKNOWN_TOOL"),
+        ({"model_calls": 1, "tool_calls": 6}, "query_logs", True, "STOP_REQUIRED"),
+        ({"model_calls": 1, "bytes": 45000}, "query_logs", True, "STOP_REQUIRED"),
+        ({"model_calls": 1, "bytes": 65400}, "query_logs", True, "STOP INFORMATION_SATURATED"),
+    ],
+)  # fmt: skip
+def test_decision_table(usage: dict[str, int], name: str, first: bool, expected: str) -> None:
+    assert status(decide(context(**usage), name, first_in_round=first)) == expected
+
+
+def test_a_stop_required_in_an_earlier_round_ends_the_run_whatever_is_asked() -> None:
+    ctx = context(model_calls=3)
+    ctx.ledger.require_stop(2)
+    for name in ("query_logs", "run_shell"):
+        decision = decide(ctx, name, first_in_round=True)
+        assert isinstance(decision, Stop) and decision.reason is StopReason.INFORMATION_SATURATED
+    ctx.ledger.stop_required_round = 3  # the same round: the model has not seen it yet
+    assert status(decide(ctx, "query_logs", first_in_round=False)) == "ONE_TOOL_PER_ROUND"
+
+
+def test_the_evaluation_a_request_carries_is_an_effect_of_the_decision() -> None:
+    ctx = context(model_calls=2)
+    ctx.ledger.pending_evaluation = "c1"
+    raw = json.dumps(
+        {"previous_observation": {"tool_call_id": "c1", "evaluation": "GAINED"},
+         "input": LOGS_INPUT}
+    )  # fmt: skip
+    decision = decide(ctx, raw=raw, first_in_round=True)
+    assert isinstance(decision, Execute) and decision.consumed is not None
+    assert decision.consumed.evaluation is Evaluation.GAINED
+    assert ctx.ledger.pending_evaluation == "c1"  # only ``handle`` applies it
