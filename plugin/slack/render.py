@@ -1,7 +1,20 @@
 """Block Kit rendering of Execution Results and live status views for Slack threads.
 
-Everything the model wrote (summary, statements, scopes, list items) and every check scope goes
-through :func:`escape`, so no model text can ping a channel, mention a user or hide a link.
+Untrusted text — everything the model wrote (summary, statements, scopes, list items) and the
+check ids and scopes taken from its tool arguments — cannot fake the layout or act in Slack:
+
+- a single-line field goes through :func:`escape`: folded onto one line (line breaks and
+  controls become spaces, zero-width/bidi/format characters are dropped), mrkdwn marks
+  ``* _ ~ ` `` replaced by look-alikes that format nothing (``∗ ˍ ∼ ˋ``), ``& < >`` escaped
+  (so ``<!here>``, ``<@U…>``, ``<#C…>``, links and ``&lt;`` entities show as typed), and
+  ``@here``/``@channel``/``@everyone`` defused;
+- a multi-line field (summary, statement) keeps its lines, each escaped the same way and
+  quoted (``> ``);
+- the bot's own structure is always formatted (``*Conclusion*``, ``*1. Finding:*``,
+  ``_Evidence:_``, citations and check lines as ``*#1*``), which escaped text can never be.
+
+So every line of a section begins with the bot's own text or a quote mark, and no text from the
+model can look like a heading, a citation or a check line.
 
 Every message stays inside the Block Kit limits for any Draft the schema allows: long texts are
 trimmed with a visible ``…`` and list overflow is marked ``(n more not shown)``. Lengths are
@@ -11,7 +24,7 @@ measured in UTF-16 code units, which is never less than the code-point count sla
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,7 +41,7 @@ from slack_sdk.models.blocks import (
 )
 
 from plugin.draft import AnalysisItem, CitedEvidence, Conclusion, DiagnosisDraft
-from plugin.render_text import STOP_EXPLANATIONS, check_label
+from plugin.render_text import BLANK, STOP_EXPLANATIONS, one_line
 from plugin.result import Check, ExecutionResult, Outcome
 
 __all__ = [
@@ -68,6 +81,13 @@ _NOTE_MAX = 1000
 _ELLIPSIS = "…"
 _MENTION = re.compile(r"@(?=(?:channel|here|everyone))", re.IGNORECASE)
 _ZWJ = "\u200d"
+# mrkdwn has no escape for its marks: each becomes a look-alike that formats nothing (none of
+# these has a compatibility decomposition back to the mark).
+_MARKS = str.maketrans({"*": "\u2217", "_": "\u02cd", "~": "\u223c", "`": "\u02cb"})
+_PARTIAL_ENTITY = re.compile(r"&[a-z]*$")
+_QUOTE = "> "
+_IDENT = re.compile(r"[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*")
+_BLANK = f"_{BLANK}_"
 
 REPLAY_NOTE = ":repeat: Replay of this thread's question with the current version"
 
@@ -102,9 +122,29 @@ class StatusView:
 
 
 def escape(text: str) -> str:
-    """Slack mrkdwn escaping of untrusted text; ``@channel``/``@here``/``@everyone`` are defused."""
-    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Untrusted text as one inert line of mrkdwn (see the module docstring); may be empty."""
+    line = one_line(text).translate(_MARKS)
+    escaped = line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MENTION.sub("@" + _ZWJ, escaped)
+
+
+def _quoted(text: str) -> str:
+    """Untrusted multi-line text: each non-blank line escaped and quoted."""
+    lines = [line for line in (escape(raw) for raw in text.splitlines()) if line]
+    return "\n".join(_QUOTE + line for line in lines) if lines else _BLANK
+
+
+def _line(text: str) -> str:
+    """Untrusted single-line text, or a visible placeholder when nothing visible is left."""
+    return escape(text) or _BLANK
+
+
+def _ident(value: str, limit: int = _ID_MAX) -> str:
+    """A code of ours (tool name, status, error code) as it is: ``query_logs`` formats nothing,
+    an underscore inside a word is not a mark. Anything else is escaped like untrusted text."""
+    if _IDENT.fullmatch(value) and _width(value) <= limit:
+        return value
+    return _fit(value, limit)
 
 
 def _width(text: str) -> int:
@@ -112,19 +152,33 @@ def _width(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-def _fit(raw: str, limit: int) -> str:
-    """``escape(raw)``, or the longest escaped prefix plus ``…`` that fits in ``limit``."""
-    full = escape(raw)
+def _fit(raw: str, limit: int, render: Callable[[str], str] = _line) -> str:
+    """``render(raw)``, or the longest rendered prefix plus ``…`` that fits in ``limit``."""
+    full = render(raw)
     if _width(full) <= limit:
         return full
     lo, hi = 0, len(raw)  # invariant: prefix of length lo fits
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if _width(escape(raw[:mid]) + _ELLIPSIS) <= limit:
+        if _width(render(raw[:mid]).rstrip() + _ELLIPSIS) <= limit:
             lo = mid
         else:
             hi = mid - 1
-    return escape(raw[:lo]).rstrip() + _ELLIPSIS
+    return render(raw[:lo]).rstrip() + _ELLIPSIS
+
+
+def _cut(escaped: str, limit: int) -> str:
+    """Already escaped text cut to ``limit`` with ``…``, never inside an entity."""
+    if _width(escaped) <= limit:
+        return escaped
+    lo, hi = 0, len(escaped)  # invariant: prefix of length lo fits with the ellipsis
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _width(escaped[:mid]) + len(_ELLIPSIS) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return _PARTIAL_ENTITY.sub("", escaped[:lo]).rstrip() + _ELLIPSIS
 
 
 def _more(count: int) -> str:
@@ -162,7 +216,8 @@ def _header(text: str) -> HeaderBlock:
 
 
 def _message(text: str, blocks: Sequence[Block]) -> SlackMessage:
-    fallback = text if _width(text) <= FALLBACK_TEXT_MAX else _fit(text, FALLBACK_TEXT_MAX)
+    """``text`` is the fallback, already escaped."""
+    fallback = _cut(text, FALLBACK_TEXT_MAX)
     return SlackMessage(text=fallback, blocks=tuple(b.to_dict() for b in blocks[:MAX_BLOCKS]))
 
 
@@ -184,19 +239,27 @@ class _Checks:
     def cite(self, tool_call_id: str) -> str:
         n = self._index.get(tool_call_id)
         if n is None:
-            return f"{_fit(tool_call_id, 60)} (not in progress)"
-        return f"#{n} {_fit(check_label(self.all[n - 1]), _LABEL_MAX)}"
+            return f"_not a check of this run:_ {_fit(tool_call_id, 60)}"
+        return f"*#{n}* {_label(self.all[n - 1], _LABEL_MAX)}"
 
     def cite_all(self, ids: Sequence[str]) -> str:
         return _fit_joined([self.cite(i) for i in ids], "; ", _EVIDENCE_MAX)
 
     def line(self, check: Check) -> str:
         if check.error_code:
-            detail = f"{_fit(check.status, 30)} ({_fit(check.error_code, 60)})"
+            detail = f"{_ident(check.status, 30)} ({_ident(check.error_code, 60)})"
         else:
-            detail = f"{_fit(check.status, 30)} · {check.item_count} items"
-        label = _fit(check_label(check), _CHECK_LINE_MAX - 150)
-        return f"#{self.number(check)} {label} — {detail}"
+            detail = f"{_ident(check.status, 30)} · {check.item_count} items"
+        label = _label(check, _CHECK_LINE_MAX - 150)
+        return f"*#{self.number(check)}* {label} — {detail}"
+
+
+def _label(check: Check, limit: int) -> str:
+    """``query_logs · payment-api · ERROR · 10:00–10:30 UTC``: the tool, then the escaped scope."""
+    tool = _ident(check.tool, 40)
+    if not one_line(check.scope or ""):
+        return tool
+    return f"{tool} · {_fit(check.scope or '', limit - _width(tool) - 3)}"
 
 
 def _fit_joined(parts: Sequence[str], sep: str, limit: int) -> str:
@@ -224,18 +287,19 @@ def _conclusion_section(conclusion: Conclusion | None, checks: _Checks) -> Secti
         return _section("*No confirmed conclusion.* See what is still missing below.")
     return _section(
         f"*Conclusion* (confidence: *{conclusion.confidence.value}*)\n"
-        f"{_fit(conclusion.summary, _SUMMARY_MAX)}\n"
-        f"Evidence: {checks.cite_all(conclusion.evidence_tool_call_ids)}"
+        f"{_fit(conclusion.summary, _SUMMARY_MAX, _quoted)}\n"
+        f"_Evidence:_ {checks.cite_all(conclusion.evidence_tool_call_ids)}"
     )
 
 
 def _analysis_section(n: int, item: AnalysisItem, checks: _Checks) -> SectionBlock:
     kind = "Finding" if item.kind == "FINDING" else "Negative observation"
     if isinstance(item.evidence, CitedEvidence):
-        evidence = f"Evidence: {checks.cite_all(item.evidence.tool_call_ids)}"
+        evidence = f"_Evidence:_ {checks.cite_all(item.evidence.tool_call_ids)}"
     else:
-        evidence = f"No evidence found in: {_fit(item.evidence.scope, _EVIDENCE_MAX)}"
-    return _section(f"*{n}. {kind}:* {_fit(item.statement, _STATEMENT_MAX)}\n{evidence}")
+        evidence = f"_No evidence found in:_ {_fit(item.evidence.scope, _EVIDENCE_MAX)}"
+    statement = _fit(item.statement, _STATEMENT_MAX, _quoted)
+    return _section(f"*{n}. {kind}:*\n{statement}\n{evidence}")
 
 
 def _list_sections(title: str, items: Sequence[str]) -> list[Block]:
@@ -298,7 +362,7 @@ def _failure_text(result: ExecutionResult) -> str:
     if f is None:
         return "The diagnosis failed closed; no conclusion was produced."
     return (
-        f"The diagnosis failed closed ({escape(f.code.value)}: {_fit(f.detail, _ID_MAX)}); "
+        f"The diagnosis failed closed ({_ident(f.code.value)}: {_ident(f.detail)}); "
         "no conclusion was produced."
     )
 
@@ -359,12 +423,20 @@ def _status_line(view: StatusView) -> str:
     return _fit(view.final_note, _NOTE_MAX) if view.final_note else "Finished"
 
 
+def _current(label: str) -> str:
+    """``tool · scope`` of the check in flight: the tool is ours, the scope is escaped."""
+    tool, sep, scope = label.partition(" · ")
+    if sep and _IDENT.fullmatch(tool):
+        return f"{_ident(tool, 40)} · {_fit(scope, _NOTE_MAX - 50)}"
+    return _fit(label, _NOTE_MAX)
+
+
 def render_status(view: StatusView) -> SlackMessage:
     """The live status message of a run; QUEUED and RUNNING carry the Cancel button."""
     line = _status_line(view)
     text = line
     if view.state == "RUNNING":
-        current = _fit(view.current_check, _NOTE_MAX) if view.current_check else "starting"
+        current = _current(view.current_check) if view.current_check else "starting"
         text += f"\nCurrent check: {current}"
     blocks: list[Block] = [_section(text)]
     if view.state != "FINISHED":

@@ -176,7 +176,7 @@ def test_escape_makes_control_sequences_inert() -> None:
     assert "&lt;@U123ABC&gt;" in out
     assert "&lt;https://evil|click&gt;" in out
     assert " &amp; " in out
-    assert "*bold*" in out
+    assert "*bold*" not in out and "\u2217bold\u2217" in out  # a look-alike that formats nothing
     assert "@here" not in out and "@\u200dhere" in out
     assert "@everyone" not in out and "@\u200deveryone" in out
     assert "@channel" not in escape("ping @Channel now").lower()
@@ -192,10 +192,10 @@ def test_draft_shows_conclusion_analysis_lists_and_footer() -> None:
     text = _all_text(msg)
     assert msg.blocks[0]["type"] == "header"
     assert "HIGH" in msg.blocks[0]["text"]["text"]
-    assert "Disk full on db-1" in text
-    assert "#1 query_logs · payment-api · ERROR · scope 1" in text
-    assert "#2 query_logs" in text
-    assert "No evidence found in: Disk full on db-1" in text
+    assert "> Disk full on db-1" in text  # model text is quoted
+    assert "*#1* query_logs · payment-api · ERROR · scope 1" in text
+    assert "*#2* query_logs" in text
+    assert "_No evidence found in:_ Disk full on db-1" in text
     for title in ("Action plan", "Recommendations", "checked scope", "still missing"):
         assert title in text
     footer = msg.blocks[-1]
@@ -234,7 +234,7 @@ def test_maximum_draft_stays_within_limits_and_marks_trims(char: str) -> None:
     # every analysis item, every citation index and every list is present
     for n in range(1, 11):
         assert f"*{n}. Finding:*" in text
-        assert f"#{n} query_logs" in text
+        assert f"*#{n}* query_logs" in text
     for title in ("Action plan", "Recommendations", "checked scope", "still missing"):
         assert title in text
     assert "…" in text  # check scopes (2000 chars) are trimmed visibly
@@ -271,7 +271,7 @@ def test_hostile_text_is_escaped_in_blocks_and_fallback() -> None:
         assert "@everyone" not in out
         assert "&lt;!channel&gt;" in out
         assert "&amp;" in out
-        assert "*bold*" in out
+        assert "*bold*" not in out and "\u2217bold\u2217" in out
 
 
 # --------------------------------------------------------------------------- stopped / failed
@@ -285,8 +285,8 @@ def test_stopped_explains_and_lists_checks(reason: StopReason) -> None:
     text = _all_text(msg)
     assert STOP_EXPLANATIONS[reason] in text
     assert STOP_EXPLANATIONS[reason] in msg.text
-    assert "#1 query_logs · payment-api · ERROR · scope 1 — READY · 1 items" in text
-    assert "#2 query_logs" in text and "ERROR (TIMEOUT)" in text
+    assert "*#1* query_logs · payment-api · ERROR · scope 1 — READY · 1 items" in text
+    assert "*#2* query_logs" in text and "ERROR (TIMEOUT)" in text
     assert "<!channel>" not in text
     assert "run-42" in msg.text
     assert msg.blocks[-1]["type"] == "context"
@@ -318,8 +318,8 @@ def test_failed_is_safe_and_lists_ready_checks() -> None:
     expected = "The diagnosis failed closed (INVALID_DRAFT: FENCED); no conclusion was produced."
     assert expected in text and expected in msg.text
     assert "run-42" in text and "run-42" in msg.text
-    assert "#1 query_logs" in text
-    assert "#2 query_logs" not in text  # only READY checks
+    assert "*#1* query_logs" in text
+    assert "*#2* query_logs" not in text  # only READY checks
 
 
 def test_failed_without_progress() -> None:
