@@ -14,7 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from plugin.errors import InputRejected, InputRejection
 
-__all__ = ["DiagnosisRequest", "InputLimits", "PreviousTurn", "model_input", "parse_previous_turn"]
+__all__ = [
+    "ENVELOPE_BYTES",
+    "DiagnosisRequest",
+    "InputLimits",
+    "PreviousTurn",
+    "model_input",
+    "parse_previous_turn",
+]
 
 
 class PreviousTurn(BaseModel):
@@ -54,6 +61,10 @@ class DiagnosisRequest:
     previous_turn: PreviousTurn | None = None
 
 
+ENVELOPE_BYTES = 256
+"""Room kept in ``max_input_bytes`` for the user message's keys and its other fields."""
+
+
 @dataclass(frozen=True, slots=True)
 class InputLimits:
     """UTF-8 byte limits of the request."""
@@ -61,6 +72,13 @@ class InputLimits:
     max_query_bytes: int
     max_previous_turn_bytes: int
     max_input_bytes: int
+
+    def turn_budget(self) -> int:
+        """The UTF-8 bytes a frozen turn may take so that a follow-up with a query of
+        ``max_query_bytes`` is still accepted: within ``max_previous_turn_bytes``, and within
+        ``max_input_bytes`` next to that query (CONTRACTS §2)."""
+        room = self.max_input_bytes - self.max_query_bytes - ENVELOPE_BYTES
+        return max(0, min(self.max_previous_turn_bytes, room))
 
 
 def _utf8_len(text: str) -> int:
