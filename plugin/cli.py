@@ -78,10 +78,12 @@ async def _diagnose(args: argparse.Namespace) -> int:
         result = await harness.diagnose(request, session_id=args.session_id)
     except InputRejected as exc:
         return _error(exc.code.value, str(exc))
+    else:
+        _emit(result.to_json_dict())  # the answer first: the audit write never delays it
+        return exit_code(result)
     finally:
+        # Drains the audit writer (at most DIAG_AUDIT_TIMEOUT_SECONDS) before the process exits.
         await harness.aclose()
-    _emit(result.to_json_dict())
-    return exit_code(result)
 
 
 async def _serve(args: argparse.Namespace) -> int:

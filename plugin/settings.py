@@ -89,6 +89,10 @@ class Settings(BaseSettings):
     audit_sink: str = Field(
         default="jsonl:./audit", validation_alias=AliasChoices("DIAG_AUDIT_SINK")
     )
+    audit_timeout_seconds: float = Field(
+        default=5.0, gt=0, validation_alias="DIAG_AUDIT_TIMEOUT_SECONDS"
+    )
+    """One audit write end to end (connect, greeting, lock waits, write); never delays an answer."""
 
     @field_validator("mysql_allowed_tables", "admin_channels", mode="before")
     @classmethod

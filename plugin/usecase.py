@@ -3,8 +3,10 @@
 ``Harness.diagnose`` validates the input (refusing before any model call), builds the run's
 RunContext, ONE FunctionAgent with its gated LLM and interceptor, runs it once — no retry of the
 agent or of any model call — under the deadline and the cancellation token, and classifies the
-end: a strictly parsed Draft, a controlled stop, or a closed failure. The audit record is
-written in every case.
+end: a strictly parsed Draft, a controlled stop, or a closed failure. Every run that started
+gets an audit record, whatever ends it: the record is handed to the harness's ``AuditWriter``
+and written AFTER ``diagnose`` returns, so a slow or broken sink never delays the answer.
+Callers await ``drain_audit`` (or ``aclose``, which drains) before they exit, each bounded.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -23,7 +25,7 @@ from llama_index.core.agent.workflow import AgentOutput
 from workflows.handler import WorkflowHandler
 
 from plugin.agent import build_agent
-from plugin.audit import AuditSink, audit_record
+from plugin.audit import AuditSink, AuditWriter, audit_record
 from plugin.budget import Budgets
 from plugin.context import RunContext, new_run_id
 from plugin.draft import DraftDefect, DraftRejected, parse_draft
@@ -63,8 +65,12 @@ class Harness:
     adapters: Mapping[ToolName, EvidenceAdapter[Any]]
     audit: AuditSink
     http_client: httpx.AsyncClient | None = None
+    audit_writer: AuditWriter = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.audit_writer = AuditWriter(
+            self.audit, timeout_seconds=self.settings.audit_timeout_seconds
+        )
         # One pooled HTTP client for every model request of this process, closed by aclose().
         if self.http_client is None:
             self.http_client = httpx.AsyncClient(
@@ -73,12 +79,24 @@ class Harness:
             )
 
     async def aclose(self) -> None:
-        """Close the model HTTP client, the adapters and the audit sink."""
+        """Close the model HTTP client and the adapters; drain the audit writer (bounded by
+        ``DIAG_AUDIT_TIMEOUT_SECONDS``) and close the sink."""
         if self.http_client is not None:
             await self.http_client.aclose()
         for adapter in self.adapters.values():
             await adapter.aclose()
-        await self.audit.aclose()
+        await self.audit_writer.aclose(self.settings.audit_timeout_seconds)
+
+    async def drain_audit(self, timeout_seconds: float | None = None) -> bool:
+        """Wait for the audit records handed over so far, at most ``timeout_seconds`` (default
+        ``DIAG_AUDIT_TIMEOUT_SECONDS``); False when some are still being written."""
+        bound = self.settings.audit_timeout_seconds if timeout_seconds is None else timeout_seconds
+        return await self.audit_writer.drain(bound)
+
+    @property
+    def audit_records_lost(self) -> int:
+        """Audit records not written (sink failed or too slow, queue full, closed); logged."""
+        return self.audit_writer.records_lost
 
     @property
     def limits(self) -> InputLimits:
@@ -109,18 +127,19 @@ class Harness:
         except _SIGNALS:
             # Task cancellation, KeyboardInterrupt, SystemExit: the run still gets its result
             # and audit record, then the signal goes on to whoever sent it.
-            await _shielded(self._end(ctx, _last_resort(ctx, None, StopReason.CANCELLED)))
+            self._end(ctx, _last_resort(ctx, None, StopReason.CANCELLED))
             raise
         except BaseException as exc:
             # Any other BaseException (one an adapter or a library raised) ends the run FAILED.
             _log.error("run %s ended by %s", ctx.run_id, type(exc).__name__)
             result = _last_resort(ctx, FailureCode.AGENT_ERROR, "UNCLASSIFIED")
-        await self._end(ctx, result)
+        self._end(ctx, result)
         return result
 
-    async def _end(self, ctx: RunContext, result: ExecutionResult) -> None:
+    def _end(self, ctx: RunContext, result: ExecutionResult) -> None:
+        """Log the end, hand the audit record over (never awaited here), tell the hooks."""
         _log.info("run %s ended: %s", ctx.run_id, result.outcome.value)
-        await self._audit(ctx, result)
+        self._hand_over_audit(ctx, result)
         ctx.hooks.result(ctx, result)
 
     async def _run_guarded(self, ctx: RunContext, message: str) -> ExecutionResult:
@@ -181,20 +200,15 @@ class Harness:
             usage=_usage(ctx),
         )
 
-    async def _audit(self, ctx: RunContext, result: ExecutionResult) -> None:
+    def _hand_over_audit(self, ctx: RunContext, result: ExecutionResult) -> None:
         try:
-            await self.audit.write(audit_record(ctx, result))
+            record = audit_record(ctx, result)
         except Exception as exc:
-            _log.error("audit write failed for %s: %s", ctx.run_id, type(exc).__name__)
-
-
-async def _shielded(work: Coroutine[Any, Any, None]) -> None:
-    """Finish ``work`` even if the calling task is cancelled again meanwhile."""
-    task = asyncio.ensure_future(work)
-    try:
-        await asyncio.shield(task)
-    except BaseException:
-        task.add_done_callback(_consume)
+            self.audit_writer.lose(
+                ctx.run_id, f"the record could not be built ({type(exc).__name__})"
+            )
+            return
+        self.audit_writer.submit(record)
 
 
 def _consume(future: asyncio.Future[Any]) -> None:

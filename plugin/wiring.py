@@ -39,7 +39,7 @@ def build_harness(settings: Settings) -> Harness:
     return Harness(
         settings=settings,
         adapters=build_adapters(settings),
-        audit=build_audit_sink(settings.audit_sink),
+        audit=build_audit_sink(settings.audit_sink, timeout_seconds=settings.audit_timeout_seconds),
     )
 
 

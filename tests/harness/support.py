@@ -103,6 +103,10 @@ def harness(
 
 
 def audit_records(tmp_path: Path) -> list[dict[str, Any]]:
+    """Every record in the jsonl sink, once the open harnesses' audit writers are idle (records
+    are written after ``diagnose`` returns)."""
+    for open_harness in OPEN_HARNESSES:
+        assert open_harness.audit_writer.wait_idle(10), "audit writer still busy after 10 s"
     records: list[dict[str, Any]] = []
     for path in sorted((tmp_path / "audit").glob("*.jsonl")):
         records.extend(json.loads(line) for line in path.read_text("utf-8").splitlines())

@@ -92,7 +92,7 @@ async def test_a_broken_sink_does_not_change_the_outcome(
     model_server: StartServer, tmp_path: Path
 ) -> None:
     server = await model_server([final_step(draft_json(conclusion=False))])
-    sink = MysqlAuditSink("mysql://audit:pw@127.0.0.1:1/none", connect_timeout_seconds=1)
+    sink = MysqlAuditSink("mysql://audit:pw@127.0.0.1:1/none", timeout_seconds=1)
     harness = Harness(settings=settings_for(server, tmp_path), adapters=adapters(), audit=sink)
     try:
         result = await harness.diagnose(DiagnosisRequest("payment-api 5xx"))

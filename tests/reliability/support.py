@@ -70,6 +70,10 @@ def build(
 
 
 def audit_records(tmp_path: Path) -> list[dict[str, Any]]:
+    """Every record in the jsonl sink, once the open harnesses' audit writers are idle (records
+    are written after ``diagnose`` returns)."""
+    for open_harness in OPEN:
+        assert open_harness.audit_writer.wait_idle(10), "audit writer still busy after 10 s"
     records: list[dict[str, Any]] = []
     for path in sorted((tmp_path / "audit").glob("*.jsonl")):
         records.extend(json.loads(line) for line in path.read_text("utf-8").splitlines())
