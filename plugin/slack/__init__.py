@@ -22,11 +22,18 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.settings import Settings
 from plugin.slack.listeners import REPLAY_CALLBACK_ID, Listeners
-from plugin.slack.runs import RunManager
+from plugin.slack.progress import StatusBudget
+from plugin.slack.runs import DEFAULT_LOCK_TTL_SECONDS, RunManager
 from plugin.slack.state import build_state
 from plugin.usecase import Harness
 
-__all__ = ["REPLAY_CALLBACK_ID", "PluginHandle", "add_retry_handlers", "register"]
+__all__ = [
+    "REPLAY_CALLBACK_ID",
+    "PluginHandle",
+    "StatusBudget",
+    "add_retry_handlers",
+    "register",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +65,29 @@ def register(
     *,
     harness: Harness | None = None,
     status_interval_seconds: float = 1.0,
+    lock_ttl_seconds: float = DEFAULT_LOCK_TTL_SECONDS,
+    status_budget: StatusBudget | None = None,
+    replay: bool = False,
 ) -> PluginHandle:
-    """Add this product's listeners to ``app``; the caller keeps running the app."""
+    """Add this product's listeners to ``app``; the caller keeps running the app.
+
+    ``status_budget`` is this process's share of Slack's ``chat.update`` tier per workspace
+    (default 40 a minute plus a burst of 5): with several replicas, give each its share.
+    ``replay=True`` marks every run this handle starts as a replay (``python -m plugin replay``).
+    """
     from plugin.wiring import build_harness
 
     settings = settings or Settings()
     harness = harness or build_harness(settings)
     redis_url = settings.redis_url.get_secret_value() if settings.redis_url else None
     manager = RunManager(
-        harness, settings, build_state(redis_url), status_interval_seconds=status_interval_seconds
+        harness,
+        settings,
+        build_state(redis_url),
+        status_interval_seconds=status_interval_seconds,
+        lock_ttl_seconds=lock_ttl_seconds,
+        status_budget=status_budget,
+        replay=replay,
     )
     add_retry_handlers(app.client)
     listeners = Listeners(manager, settings)

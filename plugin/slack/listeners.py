@@ -13,7 +13,9 @@ mentions run without a previous turn and the replay shortcut refuses (see ``turn
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
@@ -39,6 +41,7 @@ _log = logging.getLogger(__name__)
 REPLAY_CALLBACK_ID = "replay_diagnosis"
 _EVENT_TTL_SECONDS = 3600.0
 _MAX_LOGGED_ID = 64
+_SCOPE_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 REFUSE_NO_BOT_ID = (
     "I cannot replay here: this app's authorization does not tell me my own bot id, so I "
@@ -57,6 +60,16 @@ def _mapping(value: object) -> dict[str, Any]:
 
 def _str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _scope_part(value: object) -> str:
+    return value if isinstance(value, str) and _SCOPE_ID.fullmatch(value) else "-"
+
+
+def _scope(body: dict[str, Any], context: AsyncBoltContext) -> str:
+    """``app_id:team_id`` of a request: shared-state keys never cross apps or workspaces."""
+    team = context.team_id or context.enterprise_id or _mapping(body.get("team")).get("id")
+    return f"{_scope_part(body.get('api_app_id'))}:{_scope_part(team or body.get('team_id'))}"
 
 
 def _loggable(value: object) -> str:
@@ -102,15 +115,15 @@ class Listeners:
             detail = malformed_detail(event) if reason is IgnoreReason.MALFORMED else None
             self._ignore(reason, event_id, detail)
             return
-        if isinstance(event_id, str) and not await self.manager.state.claim_event(
-            event_id, _EVENT_TTL_SECONDS
-        ):
-            self._ignore(IgnoreReason.DUPLICATE_EVENT, event_id)
-            return
         # The gate checked these: channel and text are strings, ts (and thread_ts if given)
         # well-formed Slack timestamps.
         channel: str = event["channel"]
         thread_ts = _str_or_none(event.get("thread_ts"))
+        scope = _scope(body, context)
+        if isinstance(event_id, str) and not await self._first_delivery(
+            client, scope, event_id, channel, thread_ts or event["ts"]
+        ):
+            return
         previous = None
         if thread_ts is not None:
             previous = await latest_turn(client, channel, thread_ts, context.bot_id)
@@ -122,10 +135,27 @@ class Listeners:
                 query=strip_mentions(event["text"]),
                 previous_turn=previous,
                 requested_by=_str_or_none(event.get("user")),
+                scope=scope,
             )
         )
 
-    async def on_cancel(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+    async def _first_delivery(
+        self, client: AsyncWebClient, scope: str, event_id: str, channel: str, thread_ts: str
+    ) -> bool:
+        """Dedupe the event; shared state out of reach gets a polite reply, never silence."""
+        try:
+            fresh = await self.manager.state.claim_event(f"{scope}:{event_id}", _EVENT_TTL_SECONDS)
+        except Exception as exc:
+            _log.error("shared state unreachable, mention declined: %s", type(exc).__name__)
+            await self.manager.say_unavailable(client, channel, thread_ts)
+            return False
+        if not fresh:
+            self._ignore(IgnoreReason.DUPLICATE_EVENT, event_id)
+        return fresh
+
+    async def on_cancel(
+        self, ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext
+    ) -> None:
         await ack()
         channel = _str_or_none(_mapping(body.get("channel")).get("id"))
         actions = body.get("actions")
@@ -137,7 +167,13 @@ class Listeners:
         if not isinstance(run_key, str):
             _log.warning("ignored cancel: malformed (no run key)")
             return
-        await self.manager.request_cancel(run_key, channel)
+        try:
+            accepted = await self.manager.request_cancel(run_key, channel, _scope(body, context))
+        except Exception as exc:  # shared state out of reach: logged, never raised into Bolt
+            _log.error("cancel not delivered: %s", type(exc).__name__)
+            return
+        if not accepted:
+            _log.info("ignored cancel: no live run %s in this channel", _loggable(run_key))
 
     async def on_replay(
         self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, context: AsyncBoltContext
@@ -172,7 +208,7 @@ class Listeners:
             _log.info("refused replay shortcut in %s: not a replayable message", channel)
             await self._refuse(client, channel, thread_ts, user, REFUSE_NOT_REPLAYABLE)
             return
-        await self.manager.submit(request)
+        await self.manager.submit(replace(request, scope=_scope(body, context)))
 
     async def _refuse(
         self,

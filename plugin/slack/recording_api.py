@@ -3,7 +3,10 @@
 It speaks the Web API's wire format on loopback (``POST /api/<method>``, form or JSON bodies,
 ``{"ok": ...}`` answers), keeps the messages it was sent so that ``conversations.replies`` can
 read them back with their metadata, and can be told to fail a method (HTTP 429 with
-``Retry-After``, 5xx, or ``ok: false`` with an error such as ``invalid_auth``).
+``Retry-After``, 5xx, or ``ok: false`` with an error such as ``invalid_auth``, ``invalid_blocks``,
+``msg_too_long`` or ``metadata_too_large``), optionally only the calls whose parameters match
+(the answer, which carries metadata, and not the status message before it, say). Every call is
+recorded with its arrival time, so rates (``chat.update`` per minute) can be measured.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +34,11 @@ TEAM_ID = "T00000001"
 class RecordedCall:
     method: str
     params: dict[str, Any]
+    at: float = 0.0
+    """``time.monotonic()`` when the call arrived."""
+
+
+Match = Callable[[dict[str, Any]], bool]
 
 
 @dataclass(slots=True)
@@ -38,6 +47,7 @@ class _Failure:
     error: str
     retry_after: int | None
     times: int
+    match: Match | None
 
 
 @dataclass
@@ -74,9 +84,11 @@ class RecordingSlackApi(LoopbackServer):
         error: str = "internal_error",
         retry_after: int | None = None,
         times: int = 1,
+        match: Match | None = None,
     ) -> None:
-        """Make the next ``times`` calls of ``method`` fail."""
-        self._failures.setdefault(method, []).append(_Failure(status, error, retry_after, times))
+        """Make the next ``times`` calls of ``method`` (those ``match`` accepts) fail."""
+        failure = _Failure(status, error, retry_after, times, match)
+        self._failures.setdefault(method, []).append(failure)
 
     def seed_message(self, channel: str, **message: Any) -> dict[str, Any]:
         """Put a message into a channel, e.g. a user's mention or an older bot answer."""
@@ -101,10 +113,10 @@ class RecordingSlackApi(LoopbackServer):
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         params = await _params(request)
-        self.calls.append(RecordedCall(method, params))
+        self.calls.append(RecordedCall(method, params, time.monotonic()))
         async with self._changed:
             self._changed.notify_all()
-        failure = self._take_failure(method)
+        failure = self._take_failure(method, params)
         if failure is not None:
             return _failure_response(failure)
         handler = {
@@ -117,15 +129,15 @@ class RecordingSlackApi(LoopbackServer):
         body = handler(params) if handler else {"ok": True}
         return web.json_response(body)
 
-    def _take_failure(self, method: str) -> _Failure | None:
-        queue = self._failures.get(method)
-        if not queue:
-            return None
-        failure = queue[0]
-        failure.times -= 1
-        if failure.times <= 0:
-            queue.pop(0)
-        return failure
+    def _take_failure(self, method: str, params: dict[str, Any]) -> _Failure | None:
+        queue = self._failures.get(method) or []
+        for failure in queue:
+            if failure.match is None or failure.match(params):
+                failure.times -= 1
+                if failure.times <= 0:
+                    queue.remove(failure)
+                return failure
+        return None
 
     def _auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
         return {

@@ -4,6 +4,10 @@ The envelope (JSON, as Slack delivers it) is signed and dispatched to a Bolt app
 plugin mounted, whose Web API is a local recording server; the event's channel counts as an
 admin channel for the replay. It prints what would have been posted (a text reading of the
 blocks) and, as the last line, the Execution Result JSON.
+
+A replay touches no production state: its dedupe, thread locks and cancels live in this process
+(even with ``DIAG_REDIS_URL`` set), and its runs' session ids (hence audit records) start with
+``replay:``.
 """
 
 from __future__ import annotations
@@ -64,12 +68,18 @@ def _load(path: Path) -> tuple[str, dict[str, Any]]:
 async def replay_envelope(path: Path, settings: Settings) -> ReplayOutput:
     body, event = _load(path)
     async with RecordingSlackApi() as slack:
+        # In-process state whatever DIAG_REDIS_URL says: a replay must never take (or free) a
+        # real thread's lock, claim a real event id or raise a real cancel flag.
         replay_settings = settings.model_copy(
-            update={"admin_channels": (event["channel"],), "slack_api_url": slack.base_url}
+            update={
+                "admin_channels": (event["channel"],),
+                "slack_api_url": slack.base_url,
+                "redis_url": None,
+            }
         )
         client = AsyncWebClient(token="xoxb-local-replay", base_url=slack.base_url)
         app = AsyncApp(client=client, signing_secret=_SECRET, process_before_response=True)
-        handle = register(app, replay_settings)
+        handle = register(app, replay_settings, replay=True)
         try:
             timestamp = str(int(time.time()))
             headers: dict[str, str | Sequence[str]] = {

@@ -2,20 +2,29 @@
 cancellation, live status, posting the outcome, and a clean shutdown.
 
 Every run is a task the manager keeps a strong reference to. Slack failures are logged and never
-crash the process; the audit record is written by the harness before anything is posted.
+crash the process. Promises to the thread:
+
+- every run that started ends with one visible answer: the rendered outcome, or — when Slack
+  refuses it (blocks, metadata, length, rate limit after the retries) — a bounded plain-text
+  fallback (outcome, conclusion or stop reason / failure code, run id);
+- the status message says what actually happened (posted, posted as plain text, or could not
+  be posted, with Slack's reason);
+- the thread lock lives as long as the run (see ``state.ThreadLeases``) and a mention into a busy
+  thread gets one "busy" reply per run; shared state that cannot be reached gets a polite reply.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import re
 import uuid
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.errors import InputRejected
@@ -23,15 +32,19 @@ from plugin.render_text import STOP_EXPLANATIONS
 from plugin.request import DiagnosisRequest, PreviousTurn
 from plugin.result import ExecutionResult, Outcome
 from plugin.settings import Settings
-from plugin.slack.progress import ProgressTracker
-from plugin.slack.render import SlackMessage, StatusView, render_result, render_status
-from plugin.slack.state import MemoryState, SharedState
+from plugin.slack.progress import ProgressTracker, StatusBoard, StatusBudget
+from plugin.slack.render import SlackMessage, StatusView, escape, render_result, render_status
+from plugin.slack.state import Lease, SharedState, ThreadLeases
 from plugin.slack.turns import turn_metadata
 from plugin.usecase import Harness
 
-__all__ = ["RunManager", "RunRequest"]
+__all__ = ["DEFAULT_LOCK_TTL_SECONDS", "RunManager", "RunRequest", "fallback_text"]
 
 _log = logging.getLogger(__name__)
+
+DEFAULT_LOCK_TTL_SECONDS = 30.0
+"""A thread lock's TTL: renewed every third of it while the run lives, so a replica that dies
+(or a release that never reaches Redis) frees the thread within this time."""
 
 _INPUT_HINTS = {
     "BLANK_QUERY": "Mention me with a question: the service, the time window and the symptom.",
@@ -41,6 +54,20 @@ _INPUT_HINTS = {
     "INPUT_TOO_LARGE": "Question plus previous answer exceed what I accept; shorten the question "
     "or start a new thread.",
 }
+BUSY = "A diagnosis is already running in this thread; I will answer here when it ends."
+UNAVAILABLE = (
+    "I cannot take this request right now: my shared run state is unreachable. "
+    "Please ask again in a few minutes."
+)
+_RESTARTING = "I am restarting; please ask again in a minute."
+_FAILED_CLOSED = (
+    "The diagnosis failed closed: it ended without an answer I can show. Nothing was "
+    "concluded; please ask again."
+)
+_SLACK_ERROR = re.compile(r"[a-z0-9_]{1,60}")
+_PARTIAL_ENTITY = re.compile(r"&[a-z]*$")
+_GIST_MAX = 700
+_FALLBACK_MAX = 1200
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +81,8 @@ class RunRequest:
     previous_turn: PreviousTurn | None = None
     requested_by: str | None = None
     replay: bool = False
+    scope: str = "-:-"
+    """``app_id:team_id`` of the event: shared-state keys never cross apps or workspaces."""
 
 
 @dataclass(slots=True)
@@ -62,6 +91,15 @@ class _Active:
     channel: str
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     tracker: ProgressTracker | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Posted:
+    """Where the outcome ended up: the full answer, the plain fallback, or nowhere."""
+
+    full: bool
+    plain: bool
+    error: str | None = None
 
 
 class RunManager:
@@ -74,10 +112,15 @@ class RunManager:
         state: SharedState,
         *,
         status_interval_seconds: float = 1.0,
+        lock_ttl_seconds: float = DEFAULT_LOCK_TTL_SECONDS,
+        status_budget: StatusBudget | None = None,
+        replay: bool = False,
     ) -> None:
         self.harness = harness
         self.settings = settings
         self.state = state
+        self.leases = ThreadLeases(state, lock_ttl_seconds)
+        self.board = StatusBoard(status_budget, interval_seconds=status_interval_seconds)
         self.completed: deque[ExecutionResult] = deque(maxlen=200)
         self._semaphore = asyncio.Semaphore(settings.max_concurrent_runs)
         self._interval = status_interval_seconds
@@ -85,8 +128,9 @@ class RunManager:
         self._active: dict[str, _Active] = {}
         self._queue: list[str] = []
         self._accepting = True
-        # A dead replica must not lock a thread forever: the claim expires.
-        self._thread_ttl = settings.deadline_seconds * 3 + 120
+        self._replay = replay
+        # A cancel flag must outlive the time a replica takes to notice it.
+        self._flag_ttl = settings.deadline_seconds * 3 + 120
 
     @property
     def in_flight(self) -> int:
@@ -97,54 +141,76 @@ class RunManager:
     async def submit(self, req: RunRequest) -> str | None:
         """Start a run in the background; returns its key, or None if it was not started."""
         if not self._accepting:
-            await self._say(req, "I am restarting; please ask again in a minute.")
+            await self._say(req, _RESTARTING)
             return None
         key = uuid.uuid4().hex[:16]
-        thread_key = f"{req.channel}:{req.thread_ts}"
-        if not await self.state.claim_thread(thread_key, key, self._thread_ttl):
-            await self._say(
-                req,
-                "A diagnosis is already running in this thread; I will answer here when it ends.",
-            )
+        lease = Lease(
+            thread_key=f"{req.scope}:{req.channel}:{req.thread_ts}",
+            run_key=f"{req.scope}:{key}",
+            channel=req.channel,
+        )
+        try:
+            claimed = await self.leases.claim(lease)
+        except Exception as exc:
+            _log.error("shared state unreachable, mention declined: %s", type(exc).__name__)
+            await self._say(req, UNAVAILABLE)
+            return None
+        if not claimed:
+            await self._busy(req, lease.thread_key)
             return None
         active = _Active(key=key, channel=req.channel)
         self._active[key] = active
         self._queue.append(key)
-        task = asyncio.create_task(self._run(req, active, thread_key), name=f"diag-{key}")
+        task = asyncio.create_task(self._run(req, active, lease), name=f"diag-{key}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return key
 
-    async def request_cancel(self, run_key: str, channel: str) -> bool:
-        """Cancel a run of this channel; other replicas learn it through the shared state."""
+    async def _busy(self, req: RunRequest, thread_key: str) -> None:
+        """One "busy" reply per run holding the thread, whichever replica hears the mention."""
+        try:
+            due = await self.state.note_busy(thread_key)
+        except Exception as exc:  # better a second notice than silence
+            _log.warning("busy notice state unreachable: %s", type(exc).__name__)
+            due = True
+        if due:
+            await self._say(req, BUSY)
+        else:
+            _log.info("mention into a busy thread: already told for this run")
+
+    async def request_cancel(self, run_key: str, channel: str, scope: str = "-:-") -> bool:
+        """Cancel a run of this channel, here or on another replica (the channel is checked by
+        whoever owns the run's record: this process or the shared state)."""
         active = self._active.get(run_key)
-        if active is not None and active.channel != channel:
-            return False
         if active is not None:
+            if active.channel != channel:
+                return False
             active.cancel.set()
-        if not isinstance(self.state, MemoryState):
-            await self.state.request_cancel(run_key, self._thread_ttl)
-        return active is not None
+            return True
+        return await self.state.request_cancel(f"{scope}:{run_key}", channel, self._flag_ttl)
+
+    async def say_unavailable(self, client: AsyncWebClient, channel: str, thread_ts: str) -> None:
+        """The polite reply when shared state cannot be reached before a run is even asked."""
+        await self._say(RunRequest(client, channel, thread_ts, query=""), UNAVAILABLE)
 
     # -- the run ---------------------------------------------------------------------------
 
-    async def _run(self, req: RunRequest, active: _Active, thread_key: str) -> None:
+    async def _run(self, req: RunRequest, active: _Active, lease: Lease) -> None:
         """One run in its thread. Whatever happens, the thread gets a final message and the
-        status message loses its Cancel button (``_fail_closed`` when the normal end failed).
+        status message says what happened (``_fail_closed`` when the normal end failed).
         """
         answered = False
         try:
             status_ts = await self._post_status(req, active)
-            tracker = self._tracker(req, active, status_ts)
+            tracker = self._tracker(req, active, lease, status_ts)
             active.tracker = tracker
             self._refresh_queue()
             tracker.start()
             result = await self._diagnose_when_allowed(req, active, tracker)
-            if result is not None:
-                await self._post_result(req, result)
-            answered = True  # the outcome (or the input refusal) is in the thread
-            if result is not None:
-                await tracker.finish(_final_note(result))
+            posted = None if result is None else await self._post_result(req, result)
+            answered = True  # the outcome, its fallback or the input refusal was attempted
+            if result is not None and posted is not None:
+                await tracker.finish(_status_note(result, posted))
         except Exception as exc:  # the run task must never die silently
             _log.error("slack run %s failed: %s", active.key, type(exc).__name__)
         finally:
@@ -153,8 +219,7 @@ class RunManager:
             if active.key in self._queue:
                 self._queue.remove(active.key)
             self._active.pop(active.key, None)
-            with contextlib.suppress(Exception):
-                await self.state.release_thread(thread_key, active.key)
+            await _shielded(self.leases.release(lease))
 
     async def _diagnose_when_allowed(
         self, req: RunRequest, active: _Active, tracker: ProgressTracker
@@ -168,19 +233,27 @@ class RunManager:
             request = DiagnosisRequest(req.query, req.previous_turn)
             result = await self.harness.diagnose(
                 request,
-                session_id=f"slack:{req.channel}:{req.thread_ts}",
+                session_id=self._session_id(req),
                 hooks=[tracker],
                 cancel_event=active.cancel,
             )
         except InputRejected as rejected:
-            await self._say(req, _INPUT_HINTS.get(rejected.code.value, "I cannot take that input."))
-            await tracker.finish("Not started: input refused")
+            hint = _INPUT_HINTS.get(rejected.code.value, "I cannot take that input.")
+            error = await self._say(req, hint)
+            await tracker.finish(
+                "Not started: input refused." if error is None else f"Not started: {hint}"
+            )
             return None
         finally:
             if acquired:
                 self._semaphore.release()
         self.completed.append(result)
         return result
+
+    def _session_id(self, req: RunRequest) -> str:
+        """Replays are marked in the session id, which the audit record carries."""
+        kind = "replay" if req.replay or self._replay else "slack"
+        return f"{kind}:{req.channel}:{req.thread_ts}"
 
     async def _wait_for_slot(self, active: _Active) -> bool:
         """Wait for a concurrency slot or a cancel, whichever comes first."""
@@ -199,26 +272,31 @@ class RunManager:
             return False
         return True  # acquired just before the cancel took effect
 
-    def _tracker(self, req: RunRequest, active: _Active, status_ts: str | None) -> ProgressTracker:
-        view = StatusView(
+    def _view(self, active: _Active) -> StatusView:
+        return StatusView(
             run_key=active.key,
             state="QUEUED",
             queue_position=self._position(active.key),
             max_rounds=self.settings.max_model_calls,
         )
 
-        async def publish(v: StatusView) -> None:
-            if status_ts is not None:
-                await self._update(req, status_ts, render_status(v))
-
-        poll = None if isinstance(self.state, MemoryState) else self._poll_cancel(active.key)
-        return ProgressTracker(
-            view=view,
-            publish=publish,
+    def _tracker(
+        self, req: RunRequest, active: _Active, lease: Lease, status_ts: str | None
+    ) -> ProgressTracker:
+        poll = self._poll_cancel(lease.run_key) if self.state.shared else None
+        tracker = ProgressTracker(
+            view=self._view(active),
             interval_seconds=self._interval,
             poll_cancel=poll,
             on_cancel_requested=active.cancel.set,
         )
+        if status_ts is not None:
+
+            async def publish(v: StatusView) -> None:
+                await self._update(req, status_ts, render_status(v))
+
+            self.board.add(tracker, publish, workspace=req.scope)
+        return tracker
 
     def _poll_cancel(self, key: str) -> Any:
         async def poll() -> bool:
@@ -233,18 +311,14 @@ class RunManager:
         for key in self._queue:
             active = self._active.get(key)
             if active is not None and active.tracker is not None:
-                active.tracker.update(queue_position=self._position(key))
+                position = self._position(key)
+                if active.tracker.view.queue_position != position:
+                    active.tracker.update(queue_position=position)
 
     # -- Slack calls (never raise) -----------------------------------------------------------
 
     async def _post_status(self, req: RunRequest, active: _Active) -> str | None:
-        view = StatusView(
-            run_key=active.key,
-            state="QUEUED",
-            queue_position=self._position(active.key),
-            max_rounds=self.settings.max_model_calls,
-        )
-        message = render_status(view)
+        message = render_status(self._view(active))
         try:
             response = await req.client.chat_postMessage(
                 channel=req.channel,
@@ -253,7 +327,7 @@ class RunManager:
                 blocks=list(message.blocks),
             )
         except Exception as exc:
-            _log.warning("status post failed: %s", type(exc).__name__)
+            _log.warning("status post failed: %s", _slack_error(exc))
             return None
         ts = response.get("ts")
         return ts if isinstance(ts, str) else None
@@ -263,12 +337,8 @@ class RunManager:
             channel=req.channel, ts=ts, text=message.text, blocks=list(message.blocks)
         )
 
-    async def _post_result(self, req: RunRequest, result: ExecutionResult) -> bool:
-        """Post the rendered outcome; True once it is posted.
-
-        If rendering or the rich post fails (Slack refusing the blocks, say), the outcome is
-        posted again as one line of plain text; False only when that fails too.
-        """
+    async def _post_result(self, req: RunRequest, result: ExecutionResult) -> _Posted:
+        """Post the rendered outcome; if rendering or Slack refuses it, the plain fallback."""
         try:
             message = render_result(result, replay=req.replay)
             await req.client.chat_postMessage(
@@ -280,36 +350,54 @@ class RunManager:
                 unfurl_links=False,
                 unfurl_media=False,
             )
-            return True
+            return _Posted(full=True, plain=False)
         except Exception as exc:
-            _log.error("posting the outcome of %s failed: %s", result.run_id, type(exc).__name__)
-        return await self._say(req, _plain_outcome(result))
+            refused = _slack_error(exc)
+            _log.error("posting the outcome of %s failed: %s", result.run_id, refused)
+        fallback_error = await self._say(req, fallback_text(result, refused), mrkdwn=False)
+        if fallback_error is not None:
+            _log.error("the plain fallback of %s failed too: %s", result.run_id, fallback_error)
+        return _Posted(full=False, plain=fallback_error is None, error=refused)
 
     async def _fail_closed(self, req: RunRequest, active: _Active) -> None:
         """The run ended without its outcome posted: say so, and end the status message."""
-        await self._say(req, _FAILED_CLOSED)
+        error = await self._say(req, _FAILED_CLOSED)
         if active.tracker is not None:
+            note = (
+                "Failed closed: see the message below."
+                if error is None
+                else f"Failed closed, and the message saying so could not be posted ({error})."
+            )
             try:
-                await active.tracker.finish("Failed closed: see the message below.")
+                await active.tracker.finish(note)
             except Exception as exc:
                 _log.warning("final status update failed: %s", type(exc).__name__)
 
-    async def _say(self, req: RunRequest, text: str) -> bool:
+    async def _say(self, req: RunRequest, text: str, *, mrkdwn: bool = True) -> str | None:
+        """Post plain text in the thread; None once posted, else Slack's reason."""
         try:
             await req.client.chat_postMessage(
-                channel=req.channel, thread_ts=req.thread_ts, text=text
+                channel=req.channel,
+                thread_ts=req.thread_ts,
+                text=text,
+                mrkdwn=mrkdwn,
+                unfurl_links=False,
+                unfurl_media=False,
             )
         except Exception as exc:
-            _log.warning("reply failed: %s", type(exc).__name__)
-            return False
-        return True
+            error = _slack_error(exc)
+            _log.warning("reply failed: %s", error)
+            return error
+        return None
 
     # -- shutdown ----------------------------------------------------------------------------
 
     async def wait_idle(self) -> None:
-        """Wait until no run is in flight (runs submitted meanwhile are awaited too)."""
+        """Wait until no run is in flight (runs submitted meanwhile are awaited too) and every
+        finished run's status message shows its final state."""
         while self._tasks:
             await asyncio.wait(set(self._tasks))
+        await self.board.flush()
 
     async def drain(self, timeout_seconds: float | None = None) -> None:
         """Stop taking runs and wait for those in flight; past the timeout, cancel them."""
@@ -318,6 +406,7 @@ class RunManager:
             await asyncio.wait(set(self._tasks), timeout=timeout_seconds)
         if self._tasks:
             await self.cancel_all()
+        await self.board.flush(timeout_seconds)
 
     async def cancel_all(self) -> None:
         """Cancel every run (each still posts its STOPPED CANCELLED outcome) and wait."""
@@ -329,25 +418,81 @@ class RunManager:
     async def close(self) -> None:
         self._accepting = False
         await self.cancel_all()
+        await self.board.aclose()
+        await self.leases.aclose()
         await self.harness.aclose()
         await self.state.aclose()
 
 
-_FAILED_CLOSED = (
-    "The diagnosis failed closed: it ended without an answer I can show. Nothing was "
-    "concluded; please ask again."
-)
+def _slack_error(exc: BaseException) -> str:
+    """Slack's error code (``invalid_blocks``, ``ratelimited``…) or the exception's type."""
+    if isinstance(exc, SlackApiError):
+        error = exc.response.get("error") if exc.response is not None else None
+        if isinstance(error, str) and _SLACK_ERROR.fullmatch(error):
+            return error
+    return type(exc).__name__
 
 
-def _plain_outcome(result: ExecutionResult) -> str:
-    """The outcome in one line of plain text, for when the rich message cannot be posted."""
+def _bounded(text: str, limit: int) -> str:
+    """Untrusted text escaped onto one inert line, cut to ``limit`` without splitting an entity."""
+    escaped = escape(text)
+    if len(escaped) <= limit:
+        return escaped
+    return _PARTIAL_ENTITY.sub("", escaped[: limit - 1]) + "…"
+
+
+def _cut(text: str, limit: int) -> str:
+    """Raw text cut to ``limit`` (for the status note, which the renderer escapes itself)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _gist(result: ExecutionResult, clean: Callable[[str, int], str] = _bounded) -> str:
+    """The outcome in a phrase: the conclusion, the stop reason or the failure code."""
     if result.outcome is Outcome.STOPPED and result.stop_reason is not None:
-        why = result.stop_reason.value
-    elif result.failure is not None:
-        why = f"{result.failure.code.value} {result.failure.detail}"
-    else:
-        why = "a Draft was produced but could not be shown here"
-    return f"Diagnosis {result.outcome.value} ({why}); run {result.run_id}."
+        return f"{result.stop_reason.value}. {STOP_EXPLANATIONS[result.stop_reason]}"
+    if result.failure is not None:
+        return f"{result.failure.code.value} {clean(result.failure.detail, 80)}."
+    draft = result.draft
+    if draft is None:
+        return "no answer was produced."
+    if draft.conclusion is not None:
+        confidence = draft.conclusion.confidence.value
+        return f"conclusion ({confidence}): {clean(draft.conclusion.summary, _GIST_MAX)}"
+    missing = draft.limitations.missing_info
+    first = f" Missing: {clean(missing[0], 300)}" if missing else ""
+    return f"no conclusion: the evidence did not support one.{first}"
+
+
+def fallback_text(result: ExecutionResult, slack_error: str) -> str:
+    """The plain-text answer for when Slack refuses the rendered one: no blocks, no metadata,
+    every model-written part escaped and the whole bounded."""
+    text = (
+        f"Diagnosis {result.outcome.value} — {_gist(result)}\n"
+        f"Slack refused the full answer ({_bounded(slack_error, 60)}); this is a plain-text "
+        f"summary. Run {_bounded(result.run_id, 100)}."
+    )
+    if len(text) <= _FALLBACK_MAX:
+        return text
+    return _PARTIAL_ENTITY.sub("", text[: _FALLBACK_MAX - 1]) + "…"
+
+
+def _verdict(result: ExecutionResult) -> str:
+    return {Outcome.DRAFT: "Done", Outcome.STOPPED: "Stopped"}.get(result.outcome, "Failed closed")
+
+
+def _status_note(result: ExecutionResult, posted: _Posted) -> str:
+    """The status message's last word: what actually reached the thread."""
+    if posted.full:
+        return _final_note(result)
+    if posted.plain:
+        return (
+            f"{_verdict(result)}: Slack refused the full answer ({posted.error}); "
+            "a plain-text summary is posted below."
+        )
+    return (
+        f"Could not post the answer: Slack refused it ({posted.error}) and the plain-text "
+        f"summary too. Outcome {result.outcome.value} — {_gist(result, _cut)} Run {result.run_id}."
+    )
 
 
 async def _shielded(work: Coroutine[Any, Any, None]) -> None:

@@ -1,36 +1,87 @@
-"""Shared run state: event dedupe, one run per thread, and cross-replica cancel requests.
+"""Shared run state: event dedupe, one run per thread, busy notices and cross-replica cancels.
 
 In-process by default; with ``DIAG_REDIS_URL`` the same operations go to Redis so that several
 replicas serving one Slack app agree on which event was seen, which thread is busy and which run
 was asked to stop.
+
+Keys are built by the caller from a *scope* (the Slack app id and the workspace id of the event),
+so two apps (or two workspaces of one app) sharing a Redis never see each other's threads.
+
+A thread lock is a :class:`Lease`: its value is the run's key, it carries the run's channel (for
+Cancel, checked on every replica) and it lives as long as its run, not for a fixed time:
+:class:`ThreadLeases` renews every lease of this process every third of a short TTL while the
+run is queued or running, and releases it token-checked when the run ends. A release that does
+not reach Redis (a pause, a failover) is retried in the background, and the short TTL bounds
+what is left if every retry fails.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 
-__all__ = ["MemoryState", "RedisState", "SharedState", "build_state"]
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "Lease",
+    "MemoryState",
+    "RedisState",
+    "SharedState",
+    "ThreadLeases",
+    "build_state",
+]
 
-_PREFIX = "sre-diag"
+_log = logging.getLogger(__name__)
+
+DEFAULT_NAMESPACE = "sre-diag"
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """One run's hold on its thread: the lock key, the owner token (the run key), the channel."""
+
+    thread_key: str
+    run_key: str
+    channel: str
 
 
 class SharedState(Protocol):
     """The few atomic operations the Slack edge needs."""
 
-    async def claim_event(self, event_id: str, ttl_seconds: float) -> bool:
-        """True the first time ``event_id`` is seen within ``ttl_seconds``."""
+    @property
+    def shared(self) -> bool:
+        """True when other processes see this state (cancels must then be polled)."""
         ...
 
-    async def claim_thread(self, thread_key: str, owner: str, ttl_seconds: float) -> bool:
-        """True if no other run holds the thread."""
+    async def claim_event(self, event_key: str, ttl_seconds: float) -> bool:
+        """True the first time ``event_key`` is seen within ``ttl_seconds``."""
         ...
 
-    async def release_thread(self, thread_key: str, owner: str) -> None: ...
+    async def claim_thread(self, lease: Lease, ttl_seconds: float) -> bool:
+        """True if no other run holds the thread; then the lease is held for ``ttl_seconds``."""
+        ...
 
-    async def request_cancel(self, run_key: str, ttl_seconds: float) -> None: ...
+    async def renew_threads(self, leases: Sequence[Lease], ttl_seconds: float) -> list[Lease]:
+        """Extend the leases still held by their run; returns those found lost."""
+        ...
+
+    async def release_thread(self, lease: Lease) -> None:
+        """Drop the lease if its run still holds it (and the run's busy notice)."""
+        ...
+
+    async def note_busy(self, thread_key: str) -> bool:
+        """True once per run holding the thread: whether a "busy" reply is due now."""
+        ...
+
+    async def request_cancel(self, run_key: str, channel: str, ttl_seconds: float) -> bool:
+        """Flag the run for cancellation if it is alive and belongs to ``channel``."""
+        ...
 
     async def cancel_requested(self, run_key: str) -> bool: ...
 
@@ -40,87 +91,209 @@ class SharedState(Protocol):
 class MemoryState:
     """Single-process state with expiry on a monotonic clock."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._expiry: dict[str, float] = {}
-        self._owners: dict[str, str] = {}
+        self._values: dict[str, str] = {}
 
-    def _alive(self, key: str) -> bool:
+    @property
+    def shared(self) -> bool:
+        return False
+
+    def _get(self, key: str) -> str | None:
         expires = self._expiry.get(key)
         if expires is None:
-            return False
-        if expires <= time.monotonic():
-            self._expiry.pop(key, None)
-            self._owners.pop(key, None)
-            return False
-        return True
+            return None
+        if expires <= self._clock():
+            self._drop(key)
+            return None
+        return self._values.get(key)
 
-    def _set(self, key: str, ttl_seconds: float, owner: str = "") -> None:
-        self._expiry[key] = time.monotonic() + ttl_seconds
-        self._owners[key] = owner
+    def _set(self, key: str, value: str, ttl_seconds: float) -> None:
+        self._expiry[key] = self._clock() + ttl_seconds
+        self._values[key] = value
         if len(self._expiry) > 10_000:
-            for stale in [k for k, t in self._expiry.items() if t <= time.monotonic()]:
-                self._expiry.pop(stale, None)
-                self._owners.pop(stale, None)
+            now = self._clock()
+            for stale in [k for k, t in self._expiry.items() if t <= now]:
+                self._drop(stale)
 
-    async def claim_event(self, event_id: str, ttl_seconds: float) -> bool:
-        key = f"event:{event_id}"
-        if self._alive(key):
+    def _drop(self, key: str) -> None:
+        self._expiry.pop(key, None)
+        self._values.pop(key, None)
+
+    async def claim_event(self, event_key: str, ttl_seconds: float) -> bool:
+        key = f"event:{event_key}"
+        if self._get(key) is not None:
             return False
-        self._set(key, ttl_seconds)
+        self._set(key, "1", ttl_seconds)
         return True
 
-    async def claim_thread(self, thread_key: str, owner: str, ttl_seconds: float) -> bool:
-        key = f"thread:{thread_key}"
-        if self._alive(key):
+    async def claim_thread(self, lease: Lease, ttl_seconds: float) -> bool:
+        key = f"thread:{lease.thread_key}"
+        if self._get(key) is not None:
             return False
-        self._set(key, ttl_seconds, owner)
+        self._set(key, lease.run_key, ttl_seconds)
+        self._set(f"run:{lease.run_key}", lease.channel, ttl_seconds)
         return True
 
-    async def release_thread(self, thread_key: str, owner: str) -> None:
-        key = f"thread:{thread_key}"
-        if self._owners.get(key) == owner:
-            self._expiry.pop(key, None)
-            self._owners.pop(key, None)
+    async def renew_threads(self, leases: Sequence[Lease], ttl_seconds: float) -> list[Lease]:
+        lost = []
+        for lease in leases:
+            if self._get(f"thread:{lease.thread_key}") != lease.run_key:
+                lost.append(lease)
+                continue
+            self._set(f"thread:{lease.thread_key}", lease.run_key, ttl_seconds)
+            self._set(f"run:{lease.run_key}", lease.channel, ttl_seconds)
+            if self._get(f"busy:{lease.thread_key}") == lease.run_key:
+                self._set(f"busy:{lease.thread_key}", lease.run_key, ttl_seconds)
+        return lost
 
-    async def request_cancel(self, run_key: str, ttl_seconds: float) -> None:
-        self._set(f"cancel:{run_key}", ttl_seconds)
+    async def release_thread(self, lease: Lease) -> None:
+        self._drop(f"run:{lease.run_key}")
+        for kind in ("thread", "busy"):
+            key = f"{kind}:{lease.thread_key}"
+            if self._get(key) == lease.run_key:
+                self._drop(key)
+
+    async def note_busy(self, thread_key: str) -> bool:
+        owner_key = f"thread:{thread_key}"
+        owner = self._get(owner_key)
+        if owner is None:
+            return True
+        if self._get(f"busy:{thread_key}") == owner:
+            return False
+        self._set(f"busy:{thread_key}", owner, self._expiry[owner_key] - self._clock())
+        return True
+
+    async def request_cancel(self, run_key: str, channel: str, ttl_seconds: float) -> bool:
+        if self._get(f"run:{run_key}") != channel:
+            return False
+        self._set(f"cancel:{run_key}", "1", ttl_seconds)
+        return True
 
     async def cancel_requested(self, run_key: str) -> bool:
-        return self._alive(f"cancel:{run_key}")
+        return self._get(f"cancel:{run_key}") is not None
 
     async def aclose(self) -> None:
         return None
 
 
-# Release the thread only if this run still owns it (compare-and-delete in one step).
+# KEYS: thread lock, run record. ARGV: run key, channel, ttl ms.
+_CLAIM = """
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
+  redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0
+"""
+
+# KEYS: (thread lock, run record, busy notice) per lease. ARGV: ttl ms, then one run key a lease.
+# Returns the 1-based numbers of the leases found lost. Never re-takes a lock: a lease that is
+# gone stays gone (it may have been released a moment ago).
+_RENEW = """
+local lost = {}
+local n = 0
+for i = 1, #KEYS, 3 do
+  n = n + 1
+  local token = ARGV[n + 1]
+  if redis.call('get', KEYS[i]) == token then
+    redis.call('pexpire', KEYS[i], ARGV[1])
+    redis.call('pexpire', KEYS[i + 1], ARGV[1])
+    if redis.call('get', KEYS[i + 2]) == token then redis.call('pexpire', KEYS[i + 2], ARGV[1]) end
+  else
+    lost[#lost + 1] = n
+  end
+end
+return lost
+"""
+
+# KEYS: thread lock, run record, busy notice. ARGV: run key. Compare-and-delete in one step.
 _RELEASE = """
+redis.call('del', KEYS[2])
+if redis.call('get', KEYS[3]) == ARGV[1] then redis.call('del', KEYS[3]) end
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
 """
 
+# KEYS: thread lock, busy notice. One notice per run holding the thread; it lives as the lock.
+_NOTE_BUSY = """
+local owner = redis.call('get', KEYS[1])
+if not owner then return 1 end
+if redis.call('get', KEYS[2]) == owner then return 0 end
+local ttl = redis.call('pttl', KEYS[1])
+if ttl <= 0 then ttl = 60000 end
+redis.call('set', KEYS[2], owner, 'PX', ttl)
+return 1
+"""
+
+# KEYS: run record, cancel flag. ARGV: channel, ttl ms. Only a live run of that channel.
+_CANCEL = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  redis.call('set', KEYS[2], '1', 'PX', ARGV[2])
+  return 1
+end
+return 0
+"""
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
 
 class RedisState:
-    """The same operations on Redis (``SET NX PX`` and a compare-and-delete script)."""
+    """The same operations on Redis (``SET NX PX`` and small compare-and-set scripts)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, namespace: str = DEFAULT_NAMESPACE) -> None:
         self._redis: Redis = Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        self._ns = namespace
 
-    async def claim_event(self, event_id: str, ttl_seconds: float) -> bool:
-        key = f"{_PREFIX}:event:{event_id}"
-        return bool(await self._redis.set(key, "1", nx=True, px=int(ttl_seconds * 1000)))
+    @property
+    def shared(self) -> bool:
+        return True
 
-    async def claim_thread(self, thread_key: str, owner: str, ttl_seconds: float) -> bool:
-        key = f"{_PREFIX}:thread:{thread_key}"
-        return bool(await self._redis.set(key, owner, nx=True, px=int(ttl_seconds * 1000)))
+    def _key(self, kind: str, name: str) -> str:
+        return f"{self._ns}:{kind}:{name}"
 
-    async def release_thread(self, thread_key: str, owner: str) -> None:
-        await self._redis.eval(_RELEASE, 1, f"{_PREFIX}:thread:{thread_key}", owner)
+    def _lease_keys(self, lease: Lease) -> list[str]:
+        return [
+            self._key("thread", lease.thread_key),
+            self._key("run", lease.run_key),
+            self._key("busy", lease.thread_key),
+        ]
 
-    async def request_cancel(self, run_key: str, ttl_seconds: float) -> None:
-        await self._redis.set(f"{_PREFIX}:cancel:{run_key}", "1", px=int(ttl_seconds * 1000))
+    async def _eval(self, script: str, keys: Sequence[str], *args: Any) -> Any:
+        return await self._redis.eval(script, len(keys), *keys, *args)
+
+    async def claim_event(self, event_key: str, ttl_seconds: float) -> bool:
+        key = self._key("event", event_key)
+        return bool(await self._redis.set(key, "1", nx=True, px=_ms(ttl_seconds)))
+
+    async def claim_thread(self, lease: Lease, ttl_seconds: float) -> bool:
+        keys = self._lease_keys(lease)[:2]
+        claimed = await self._eval(_CLAIM, keys, lease.run_key, lease.channel, _ms(ttl_seconds))
+        return bool(claimed)
+
+    async def renew_threads(self, leases: Sequence[Lease], ttl_seconds: float) -> list[Lease]:
+        if not leases:
+            return []
+        keys = [k for lease in leases for k in self._lease_keys(lease)]
+        tokens = [lease.run_key for lease in leases]
+        lost = await self._eval(_RENEW, keys, _ms(ttl_seconds), *tokens)
+        return [leases[int(n) - 1] for n in lost or []]
+
+    async def release_thread(self, lease: Lease) -> None:
+        await self._eval(_RELEASE, self._lease_keys(lease), lease.run_key)
+
+    async def note_busy(self, thread_key: str) -> bool:
+        keys = [self._key("thread", thread_key), self._key("busy", thread_key)]
+        return bool(await self._eval(_NOTE_BUSY, keys))
+
+    async def request_cancel(self, run_key: str, channel: str, ttl_seconds: float) -> bool:
+        keys = [self._key("run", run_key), self._key("cancel", run_key)]
+        return bool(await self._eval(_CANCEL, keys, channel, _ms(ttl_seconds)))
 
     async def cancel_requested(self, run_key: str) -> bool:
-        return bool(await self._redis.exists(f"{_PREFIX}:cancel:{run_key}"))
+        return bool(await self._redis.exists(self._key("cancel", run_key)))
 
     async def aclose(self) -> None:
         await self._redis.aclose()
@@ -128,3 +301,92 @@ class RedisState:
 
 def build_state(redis_url: str | None) -> SharedState:
     return RedisState(redis_url) if redis_url else MemoryState()
+
+
+class ThreadLeases:
+    """This process's thread locks, kept alive while their runs live.
+
+    One renewal task extends every held lease each ``ttl_seconds / 3`` (one round trip for all
+    of them); it stops when no lease is held. A release is tried at once and, if the state
+    cannot be reached, retried in the background with growing pauses until the lease would have
+    expired anyway.
+    """
+
+    def __init__(self, state: SharedState, ttl_seconds: float) -> None:
+        self.state = state
+        self.ttl_seconds = ttl_seconds
+        self._held: dict[str, Lease] = {}
+        self._renewer: asyncio.Task[None] | None = None
+        self._releases: set[asyncio.Task[None]] = set()
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    async def claim(self, lease: Lease) -> bool:
+        """Take the thread for this run (raises when the state is unreachable)."""
+        if not await self.state.claim_thread(lease, self.ttl_seconds):
+            return False
+        self._held[lease.run_key] = lease
+        if self._renewer is None:
+            self._renewer = asyncio.create_task(self._renew(), name="diag-thread-leases")
+        return True
+
+    async def release(self, lease: Lease) -> None:
+        """Stop renewing and release; a failed release goes on in the background."""
+        self._held.pop(lease.run_key, None)
+        try:
+            await self.state.release_thread(lease)
+        except Exception as exc:
+            _log.warning("thread release failed (%s); retrying", type(exc).__name__)
+            task = asyncio.create_task(self._retry_release(lease), name="diag-thread-release")
+            self._releases.add(task)
+            task.add_done_callback(self._releases.discard)
+
+    async def _renew(self) -> None:
+        try:
+            while self._held:
+                await asyncio.sleep(self.ttl_seconds / 3)
+                await self._renew_once()
+        finally:
+            self._renewer = None
+
+    async def _renew_once(self) -> None:
+        leases = list(self._held.values())
+        try:
+            lost = await self.state.renew_threads(leases, self.ttl_seconds)
+        except Exception as exc:  # the next round tries again; the TTL covers two misses
+            _log.warning("thread lease renewal failed: %s", type(exc).__name__)
+            return
+        for lease in lost:
+            if lease.run_key in self._held:
+                _log.error("thread lease of run %s was lost while the run lives", lease.run_key)
+
+    async def _retry_release(self, lease: Lease) -> None:
+        deadline = time.monotonic() + self.ttl_seconds
+        pause = 0.25
+        while time.monotonic() < deadline:
+            await asyncio.sleep(pause)
+            try:
+                await self.state.release_thread(lease)
+            except Exception as exc:
+                _log.warning("thread release retry failed: %s", type(exc).__name__)
+                pause = min(pause * 2, 5.0)
+                continue
+            _log.info("thread released on retry")
+            return
+        _log.warning("thread release gave up; the lease expires by its TTL")
+
+    async def aclose(self, timeout_seconds: float = 5.0) -> None:
+        """Stop renewing; give background releases a bounded chance to finish."""
+        self._held.clear()
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+        if self._releases:
+            _, pending = await asyncio.wait(set(self._releases), timeout=timeout_seconds)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)

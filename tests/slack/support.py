@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -12,6 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import pytest
+from redis.asyncio import Redis
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.request.async_request import AsyncBoltRequest
@@ -21,12 +26,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.audit import JsonlAuditSink
 from plugin.model_replay import ScriptedModelServer
-from plugin.slack import PluginHandle, register
+from plugin.slack import PluginHandle, StatusBudget, register
 from plugin.slack.recording_api import RecordingSlackApi
+from plugin.slack.state import DEFAULT_NAMESPACE
 from plugin.usecase import Harness
 from tests.harness.support import adapters, settings_for
 
 SIGNING_SECRET = "test-signing-secret-CANARY-3c1d"
+APP_ID = "A00000001"
+TEAM_ID = "T00000001"
+FAST_STATUS = StatusBudget(rate=10_000, per_seconds=1.0, burst=1_000)
+"""A status budget no test notices (tests of the budget pass their own)."""
 BOT_TOKEN = "xoxb-test-CANARY-bot-token-77"
 ADMIN = "CADMIN0001"
 OTHER = "COTHER0002"
@@ -63,6 +73,8 @@ class SlackRig:
         thread_ts: Any = None,
         event_id: str | None = None,
         retry_num: str | None = None,
+        app_id: str = APP_ID,
+        team_id: str = TEAM_ID,
         **event_fields: Any,
     ) -> BoltResponse:
         if "ts" in event_fields:
@@ -83,8 +95,8 @@ class SlackRig:
         event = {k: v for k, v in event.items() if v is not ABSENT}
         envelope = {
             "token": "legacy",
-            "team_id": "T00000001",
-            "api_app_id": "A00000001",
+            "team_id": team_id,
+            "api_app_id": app_id,
             "event": event,
             "type": "event_callback",
             "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}",
@@ -122,6 +134,30 @@ class SlackRig:
     def answers(self) -> list[dict[str, Any]]:
         """Final answers: the posts that carry our metadata."""
         return [m for m in self.slack.messages if (m.get("metadata") or {}).get("event_type")]
+
+    def thread_texts(self, thread_ts: str) -> list[str]:
+        """The fallback ``text`` of every chat.postMessage into ``thread_ts``, in order."""
+        return [
+            str(c.params.get("text", ""))
+            for c in self.slack.calls_of("chat.postMessage")
+            if c.params.get("thread_ts") == thread_ts
+        ]
+
+    def final_status(self) -> str:
+        """The text of the last ``chat.update`` (a finished run's status message)."""
+        updates = self.slack.calls_of("chat.update")
+        return str(updates[-1].params.get("text", "")) if updates else ""
+
+
+def most_in_any_window(times: list[float], window_seconds: float) -> int:
+    """The largest number of ``times`` inside any window of ``window_seconds``."""
+    times = sorted(times)
+    best, start = 0, 0
+    for end, at in enumerate(times):
+        while at - times[start] >= window_seconds:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
 
 
 Authorize = Callable[..., Awaitable[AuthorizeResult]]
@@ -161,16 +197,123 @@ async def slack_rig(
     *,
     status_interval: float = 0.05,
     authorize: Authorize | None = None,
+    lock_ttl: float = 30.0,
+    status_budget: StatusBudget = FAST_STATUS,
+    admin: str = ADMIN,
     **env: Any,
 ) -> AsyncIterator[SlackRig]:
     async with RecordingSlackApi() as slack:
-        settings = settings_for(model, tmp_path, DIAG_ADMIN_CHANNELS=ADMIN, **env)
+        settings = settings_for(model, tmp_path, DIAG_ADMIN_CHANNELS=admin, **env)
         harness = Harness(
             settings=settings, adapters=adapters(), audit=JsonlAuditSink(tmp_path / "audit")
         )
         app = build_app(slack, authorize=authorize)
-        handle = register(app, settings, harness=harness, status_interval_seconds=status_interval)
+        handle = register(
+            app,
+            settings,
+            harness=harness,
+            status_interval_seconds=status_interval,
+            lock_ttl_seconds=lock_ttl,
+            status_budget=status_budget,
+        )
         try:
             yield SlackRig(app=app, handle=handle, slack=slack, model=model)
         finally:
             await handle.close()
+
+
+# -- Redis ---------------------------------------------------------------------------------
+
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+
+
+def redis_url(db: int = 0, port: int = REDIS_PORT) -> str:
+    return f"redis://{REDIS_HOST}:{port}/{db}"
+
+
+async def require_redis(db: int = 0) -> Redis:
+    """An admin connection to the machine's Redis; a missing one fails the test, never skips."""
+    client: Redis = Redis.from_url(redis_url(db), socket_connect_timeout=2, decode_responses=True)
+    try:
+        await client.ping()
+    except Exception as exc:
+        await client.aclose()
+        pytest.fail(f"Redis not reachable at {redis_url(db)}: {type(exc).__name__}", pytrace=False)
+    return client
+
+
+def unique_app_id() -> str:
+    """A Slack-shaped app id no other test uses: every key a test writes carries it."""
+    return f"A{uuid.uuid4().hex[:10].upper()}"
+
+
+async def scoped_keys(admin: Redis, app_id: str) -> dict[str, str | None]:
+    """Every key carrying ``app_id`` in its scope, with its string value."""
+    keys = [k async for k in admin.scan_iter(match=f"{DEFAULT_NAMESPACE}:*:{app_id}:*")]
+    values = await admin.mget(keys) if keys else []
+    return dict(zip(keys, values, strict=True))
+
+
+async def scrub(admin: Redis, app_id: str) -> None:
+    keys = list(await scoped_keys(admin, app_id))
+    if keys:
+        await admin.delete(*keys)
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind((REDIS_HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+class TcpProxy:
+    """A loopback TCP proxy in front of Redis that can be cut (a network partition) and
+    restored: ``cut()`` drops every connection and refuses new ones."""
+
+    def __init__(self, port: int = REDIS_PORT) -> None:
+        self._target = port
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.port = 0
+
+    def url(self, db: int = 0) -> str:
+        return redis_url(db, self.port)
+
+    async def start(self) -> TcpProxy:
+        self._server = await asyncio.start_server(self._serve, REDIS_HOST, self.port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self
+
+    async def cut(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(REDIS_HOST, self._target)
+        self._writers |= {writer, up_writer}
+        pipes = [
+            asyncio.create_task(_pipe(reader, up_writer)),
+            asyncio.create_task(_pipe(up_reader, writer)),
+        ]
+        self._tasks.update(pipes)
+        await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
+        for task in pipes:
+            task.cancel()
+            self._tasks.discard(task)
+        for w in (writer, up_writer):
+            w.transport.abort()
+            self._writers.discard(w)
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
