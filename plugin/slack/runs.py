@@ -66,6 +66,7 @@ _FAILED_CLOSED = (
 )
 _SLACK_ERROR = re.compile(r"[a-z0-9_]{1,60}")
 _PARTIAL_ENTITY = re.compile(r"&[a-z]*$")
+_CODE = re.compile(r"[A-Za-z0-9_-]+")
 _GIST_MAX = 700
 _FALLBACK_MAX = 1200
 
@@ -434,7 +435,13 @@ def _slack_error(exc: BaseException) -> str:
 
 
 def _bounded(text: str, limit: int) -> str:
-    """Untrusted text escaped onto one inert line, cut to ``limit`` without splitting an entity."""
+    """Untrusted text escaped onto one inert line, cut to ``limit`` without splitting an entity.
+
+    A code (``HTTP_500``, a run id) stays as it is: the fallback is posted with mrkdwn off, so
+    its underscores format nothing and there is nothing else in it to neutralise.
+    """
+    if _CODE.fullmatch(text) and len(text) <= limit:
+        return text
     escaped = escape(text)
     if len(escaped) <= limit:
         return escaped
@@ -465,10 +472,11 @@ def _gist(result: ExecutionResult, clean: Callable[[str, int], str] = _bounded) 
 
 def fallback_text(result: ExecutionResult, slack_error: str) -> str:
     """The plain-text answer for when Slack refuses the rendered one: no blocks, no metadata,
-    every model-written part escaped and the whole bounded."""
+    every model-written part escaped and the whole bounded (``slack_error`` is a Slack error
+    code or an exception type name, see ``_slack_error``)."""
     text = (
         f"Diagnosis {result.outcome.value} — {_gist(result)}\n"
-        f"Slack refused the full answer ({_bounded(slack_error, 60)}); this is a plain-text "
+        f"Slack refused the full answer ({slack_error}); this is a plain-text "
         f"summary. Run {_bounded(result.run_id, 100)}."
     )
     if len(text) <= _FALLBACK_MAX:
@@ -484,13 +492,15 @@ def _status_note(result: ExecutionResult, posted: _Posted) -> str:
     """The status message's last word: what actually reached the thread."""
     if posted.full:
         return _final_note(result)
+    # The renderer neutralises mrkdwn marks in the note: Slack's code reads better spaced out.
+    error = (posted.error or "unknown").replace("_", " ")
     if posted.plain:
         return (
-            f"{_verdict(result)}: Slack refused the full answer ({posted.error}); "
+            f"{_verdict(result)}: Slack refused the full answer ({error}); "
             "a plain-text summary is posted below."
         )
     return (
-        f"Could not post the answer: Slack refused it ({posted.error}) and the plain-text "
+        f"Could not post the answer: Slack refused it ({error}) and the plain-text "
         f"summary too. Outcome {result.outcome.value} — {_gist(result, _cut)} Run {result.run_id}."
     )
 
