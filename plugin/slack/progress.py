@@ -22,6 +22,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
+from slack_sdk.errors import SlackApiError
+
 from plugin.context import RunContext
 from plugin.hooks import ModelRound, StepHook
 from plugin.ledger import Invocation
@@ -78,6 +80,11 @@ class TokenBucket:
             return False
         self._tokens -= 1
         return True
+
+    def hold(self, seconds: float) -> None:
+        """Slack said "rate limited, retry after ``seconds``": no call before then."""
+        self._refill()
+        self._tokens = min(self._tokens, 0.0) - seconds * self._per_second
 
 
 @dataclass
@@ -258,6 +265,9 @@ class StatusBoard:
             await entry.publish(view)
         except Exception as exc:
             _log.warning("status update failed: %s", type(exc).__name__)
+            pause = _retry_after(exc)
+            if pause is not None:  # the tier is shared with others (other replicas, say)
+                self._bucket(entry.workspace).hold(pause)
         entry.published = version
         entry.inflight = False
         if view.state == "FINISHED" and version == entry.tracker.version:
@@ -291,3 +301,19 @@ class StatusBoard:
                 await self._pump
         if self._publishing:
             await asyncio.wait(set(self._publishing), timeout=timeout_seconds)
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """The ``Retry-After`` of a 429 that outlasted the client's retry handler, if it is one."""
+    if not isinstance(exc, SlackApiError) or exc.response is None:
+        return None
+    if exc.response.status_code != 429:
+        return None
+    values = [v for k, v in exc.response.headers.items() if str(k).lower() == "retry-after"]
+    value = values[0] if values else None
+    if isinstance(value, list | tuple):  # some transports give header values as lists
+        value = value[0] if value else None
+    try:
+        return min(max(float(value), 1.0), 600.0) if value is not None else 30.0
+    except (TypeError, ValueError):
+        return 30.0

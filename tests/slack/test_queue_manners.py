@@ -144,3 +144,28 @@ async def test_one_busy_reply_per_thread_per_run(
             assert sum(len(rig.answers()) for rig in rigs) == 2
     finally:
         await scrub(admin, app_id)
+
+
+def test_a_retry_after_holds_the_whole_budget() -> None:
+    now = [0.0]
+    bucket = TokenBucket(StatusBudget(), clock=lambda: now[0])
+    bucket.hold(30)
+    while not bucket.take():
+        now[0] += 0.5
+    assert now[0] >= 30  # not one call before Slack's Retry-After has passed
+
+
+async def test_chat_update_rate_limited_past_the_retries_pauses_status_updates(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    model = await model_server([ModelStep(content=NO_CONCLUSION, delay_seconds=0.3)])
+    async with slack_rig(model, tmp_path) as rig:
+        # The first status refresh meets 429 three times: the SDK's two retries give up.
+        rig.slack.fail("chat.update", status=429, error="ratelimited", retry_after=0, times=3)
+        await rig.mention(QUESTION)
+        await rig.handle.manager.wait_idle()
+        updates = rig.slack.calls_of("chat.update")
+        assert len(rig.answers()) == 1
+    refused, after = updates[:3], updates[3:]
+    assert after and after[0].at - refused[-1].at >= 1.0  # the bucket honoured Retry-After
+    assert after[-1].params["text"] == "Done: the diagnosis is posted below."
