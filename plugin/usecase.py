@@ -56,6 +56,10 @@ _ITERATION_HEADROOM = 3
 # Signals that end the run but belong to whoever sent them: recorded, then re-raised.
 _SIGNALS = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
 
+# A drain waits for the record being written (at most DIAG_AUDIT_TIMEOUT_SECONDS from its start)
+# plus the hop back from the writer's thread.
+_AUDIT_DRAIN_SLACK_SECONDS = 1.0
+
 
 @dataclass
 class Harness:
@@ -79,18 +83,23 @@ class Harness:
             )
 
     async def aclose(self) -> None:
-        """Close the model HTTP client and the adapters; drain the audit writer (bounded by
-        ``DIAG_AUDIT_TIMEOUT_SECONDS``) and close the sink."""
+        """Close the model HTTP client and the adapters; drain the audit writer (bounded as
+        ``drain_audit``) and close the sink."""
         if self.http_client is not None:
             await self.http_client.aclose()
         for adapter in self.adapters.values():
             await adapter.aclose()
-        await self.audit_writer.aclose(self.settings.audit_timeout_seconds)
+        await self.audit_writer.aclose(self.audit_drain_seconds)
+
+    @property
+    def audit_drain_seconds(self) -> float:
+        """The default drain bound: one audit write (``DIAG_AUDIT_TIMEOUT_SECONDS``) plus 1 s."""
+        return self.settings.audit_timeout_seconds + _AUDIT_DRAIN_SLACK_SECONDS
 
     async def drain_audit(self, timeout_seconds: float | None = None) -> bool:
         """Wait for the audit records handed over so far, at most ``timeout_seconds`` (default
-        ``DIAG_AUDIT_TIMEOUT_SECONDS``); False when some are still being written."""
-        bound = self.settings.audit_timeout_seconds if timeout_seconds is None else timeout_seconds
+        ``audit_drain_seconds``); False when some are still being written."""
+        bound = self.audit_drain_seconds if timeout_seconds is None else timeout_seconds
         return await self.audit_writer.drain(bound)
 
     @property

@@ -1,20 +1,29 @@
-"""Audit sinks: JSON lines and MySQL both get one record per run, failures included; a broken
-sink never changes the run's outcome."""
+"""Audit sinks: JSON lines and MySQL both get one bounded, valid record per run, failures
+included, whatever the ids look like; a dropped table is recreated; a broken sink never changes
+the run's outcome, and its lost records are counted and logged with a reason."""
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import Any
 
-import pymysql
 import pytest
 
-from plugin.audit import MysqlAuditSink, build_audit_sink
+from plugin.audit import (
+    MAX_RECORD_BYTES,
+    AuditSink,
+    JsonlAuditSink,
+    MysqlAuditSink,
+    build_audit_sink,
+    encode_record,
+)
 from plugin.errors import ConfigError
 from plugin.request import DiagnosisRequest
 from plugin.result import Outcome
 from plugin.usecase import Harness
+from tests.audit_support import audit_database, audit_file_names, audit_rows, drop_audit_table
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,
@@ -25,47 +34,27 @@ from tests.harness.support import (
     settings_for,
     tool_step,
 )
-from tests.mysql_db import ADMIN_DSN
 
-DATABASE = "diag_audit_test"
-
-
-@pytest.fixture
-def audit_dsn() -> str:
-    parts = urlsplit(ADMIN_DSN)
-    conn = pymysql.connect(
-        host=parts.hostname,
-        port=parts.port or 3306,
-        user=parts.username or "root",
-        password=parts.password or "",
-        autocommit=True,
-    )
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
-        cur.execute(f"CREATE DATABASE {DATABASE}")
-    conn.close()
-    return f"{parts.scheme}://{parts.netloc}/{DATABASE}"
+DATABASE = "diag_test_audit_sinks"
+QUERY = DiagnosisRequest("payment-api 5xx")
 
 
-def _rows(dsn: str) -> list[tuple[str, str, str]]:
-    parts = urlsplit(dsn)
-    conn = pymysql.connect(
-        host=parts.hostname,
-        port=parts.port or 3306,
-        user=parts.username or "root",
-        password=parts.password or "",
-        database=DATABASE,
-    )
-    with conn.cursor() as cur:
-        cur.execute("SELECT run_id, outcome, record FROM diag_audit ORDER BY recorded_at")
-        rows = [(str(a), str(b), str(c)) for a, b, c in cur.fetchall()]
-    conn.close()
-    return rows
+def _jsonl_records(directory: Path) -> list[dict[str, Any]]:
+    lines = [
+        line for path in sorted(directory.glob("*.jsonl")) for line in path.read_text().splitlines()
+    ]
+    return [json.loads(line) for line in lines]
 
 
-async def test_mysql_sink_records_every_run(
-    model_server: StartServer, tmp_path: Path, audit_dsn: str
-) -> None:
+async def _run_all(harness: Harness, *runs: tuple[DiagnosisRequest, str | None]) -> list[Any]:
+    try:
+        return [await harness.diagnose(q, session_id=s) for q, s in runs]
+    finally:
+        await harness.aclose()  # drains the audit writer
+
+
+async def test_mysql_sink_records_every_run(model_server: StartServer, tmp_path: Path) -> None:
+    dsn = audit_database(DATABASE)  # no table yet: the first insert creates it
     server = await model_server(
         [
             tool_step(call("c1", "query_logs", LOGS_INPUT)),
@@ -73,32 +62,171 @@ async def test_mysql_sink_records_every_run(
             final_step("not a draft"),
         ]
     )
-    sink = build_audit_sink(audit_dsn)
+    sink = build_audit_sink(dsn)
     assert isinstance(sink, MysqlAuditSink)
     harness = Harness(settings=settings_for(server, tmp_path), adapters=adapters(), audit=sink)
+    ok, failed = await _run_all(harness, (QUERY, None), (QUERY, None))
+    assert (ok.outcome, failed.outcome) == (Outcome.DRAFT, Outcome.FAILED)
+    rows = audit_rows(DATABASE)
+    assert [(r["run_id"], r["outcome"]) for r in rows] == [
+        (ok.run_id, "DRAFT"),
+        (failed.run_id, "FAILED"),
+    ]
+    assert rows[0]["record"]["invocations"][0]["tool_call_id"] == "c1"
+    assert harness.audit_records_lost == 0
+
+
+async def test_a_dropped_table_is_recreated(
+    model_server: StartServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    dsn = audit_database(DATABASE, with_table=True)
+    draft = final_step(draft_json(conclusion=False))
+    server = await model_server([draft, draft, draft])
+    settings = settings_for(server, tmp_path)
+    harness = Harness(settings=settings, adapters=adapters(), audit=build_audit_sink(dsn))
     try:
-        ok = await harness.diagnose(DiagnosisRequest("payment-api 5xx"))
-        failed = await harness.diagnose(DiagnosisRequest("payment-api 5xx"))
+        first = await harness.diagnose(QUERY)
+        assert await harness.drain_audit()
+        drop_audit_table(DATABASE)  # an operator's cleanup, a restore, a migration gone wrong
+        second = await harness.diagnose(QUERY)
+        third = await harness.diagnose(QUERY)
     finally:
         await harness.aclose()
-    assert (ok.outcome, failed.outcome) == (Outcome.DRAFT, Outcome.FAILED)
-    rows = _rows(audit_dsn)
-    assert [(r[0], r[1]) for r in rows] == [(ok.run_id, "DRAFT"), (failed.run_id, "FAILED")]
-    record = json.loads(rows[0][2])
-    assert record["invocations"][0]["tool_call_id"] == "c1"
+    assert [r["run_id"] for r in audit_rows(DATABASE)] == [second.run_id, third.run_id]
+    assert first.run_id != second.run_id
+    assert harness.audit_records_lost == 0
+    assert "diag_audit was missing" in caplog.text
 
 
-async def test_a_broken_sink_does_not_change_the_outcome(
+def _mysql_sink(tmp_path: Path) -> AuditSink:
+    return build_audit_sink(audit_database(DATABASE))
+
+
+def _jsonl_sink(tmp_path: Path) -> AuditSink:
+    return JsonlAuditSink(tmp_path / "audit")
+
+
+def _records(kind: str, tmp_path: Path) -> list[dict[str, Any]]:
+    if kind == "mysql":
+        rows = audit_rows(DATABASE)
+        for row in rows:  # the columns hold what the record holds, within their sizes
+            assert row["run_id"] == row["record"]["run_id"] and len(row["run_id"]) <= 64
+            assert row["session_id"] == row["record"]["session_id"]
+            assert len(row["session_id"]) <= 255
+        return [row["record"] for row in rows]
+    return _jsonl_records(tmp_path / "audit")
+
+
+HOSTILE_SESSIONS = [
+    "s" * 300,  # longer than the column
+    "s" * 255 + "-another-thread",  # same 255-char prefix: must stay a distinct session
+    "thread-\udcff\udcfe-from-non-utf8-argv",  # what argv decoding makes of invalid UTF-8
+    "🔥" * 300,  # four-byte characters beyond the column
+    "x" * 100_000,
+]
+# An id within the harness's bound (<= 128 chars) that is not valid Unicode (a JSON-escaped lone
+# surrogate: the run then fails closed, MODEL_ERROR, after one round), one at the bound, and ids
+# far over it (answered REJECTED INVALID_ENVELOPE without a canonical invocation).
+LONE_ID = "call-\ud800-lone"
+MODEL_IDS = [LONE_ID, "c" * 128, "d" * 10_000, "e" * 1_000_000]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "mysql"])
+async def test_hostile_session_and_tool_call_ids_keep_their_records_bounded(
+    model_server: StartServer, tmp_path: Path, kind: str
+) -> None:
+    steps = [final_step(draft_json(conclusion=False)) for _ in HOSTILE_SESSIONS]
+    for tool_call_id in MODEL_IDS:
+        steps.append(tool_step(call(tool_call_id, "query_logs", LOGS_INPUT)))
+        if tool_call_id != LONE_ID:
+            steps.append(final_step(draft_json(conclusion=False)))
+    server = await model_server(steps)
+    sink = _mysql_sink(tmp_path) if kind == "mysql" else _jsonl_sink(tmp_path)
+    harness = Harness(settings=settings_for(server, tmp_path), adapters=adapters(), audit=sink)
+    runs = [(QUERY, s) for s in HOSTILE_SESSIONS] + [(QUERY, None) for _ in MODEL_IDS]
+    results = await _run_all(harness, *runs)
+    assert harness.audit_records_lost == 0
+    records = _records(kind, tmp_path)
+    assert [r["run_id"] for r in records] == [r.run_id for r in results]
+    sessions = [r["session_id"] for r in records[: len(HOSTILE_SESSIONS)]]
+    assert len(set(sessions)) == len(HOSTILE_SESSIONS)  # cut ids stay distinct
+    assert all(len(s) <= 255 for s in sessions)
+    for record in records:
+        assert len(json.dumps(record, ensure_ascii=False).encode("utf-8")) <= MAX_RECORD_BYTES
+        for invocation in record["invocations"]:
+            assert len(invocation["tool_call_id"]) <= 128
+    lone = records[len(HOSTILE_SESSIONS)]["invocations"]
+    assert len(lone) == 1 and lone[0]["tool_call_id"].startswith("call-\\ud800-lone")
+
+
+def test_an_oversized_record_is_cut_to_the_bound_and_stays_valid_json() -> None:
+    invocation = {"tool_call_id": "c1", "business_input": {"sql": "x" * 900}, "scope": "s" * 300}
+    record: dict[str, Any] = {
+        "kind": "diagnosis",
+        "run_id": "run-1",
+        "session_id": "s",
+        "outcome": "DRAFT",
+        "rounds": [{"index": n} for n in range(2000)],
+        "invocations": [dict(invocation, tool_call_id=f"c{n}") for n in range(500)],
+        "cited_tool_call_ids": [],
+    }
+    text = encode_record(record)
+    assert len(text.encode("utf-8")) <= MAX_RECORD_BYTES
+    cut = json.loads(text)
+    assert (cut["run_id"], cut["outcome"]) == ("run-1", "DRAFT")
+    assert cut["business_inputs_omitted"] is True
+    assert cut["invocations_omitted"] + len(cut["invocations"]) == 500
+    assert cut["rounds_omitted"] + len(cut["rounds"]) == 2000
+    small = {**record, "rounds": [], "invocations": [invocation]}
+    assert json.loads(encode_record(small)) == small  # a record within the bound is untouched
+
+
+async def test_a_partial_line_left_in_the_file_does_not_corrupt_the_next_record(
     model_server: StartServer, tmp_path: Path
 ) -> None:
+    directory = tmp_path / "audit"
+    directory.mkdir()
+    for path in audit_file_names(directory):
+        path.write_bytes(b'{"run_id": "run-crashed", "outc')  # a crash mid-line, long ago
     server = await model_server([final_step(draft_json(conclusion=False))])
-    sink = MysqlAuditSink("mysql://audit:pw@127.0.0.1:1/none", timeout_seconds=1)
+    harness = Harness(
+        settings=settings_for(server, tmp_path), adapters=adapters(), audit=_jsonl_sink(tmp_path)
+    )
+    (result,) = await _run_all(harness, (QUERY, None))
+    today = audit_file_names(directory)[0].read_text().splitlines()
+    assert today[0] == '{"run_id": "run-crashed", "outc'
+    assert json.loads(today[1])["run_id"] == result.run_id
+    assert len(today) == 2
+
+
+async def test_a_tilde_in_the_folder_is_the_home_directory(
+    model_server: StartServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the process environment, not the code
+    server = await model_server([final_step(draft_json(conclusion=False))])
+    sink = build_audit_sink("jsonl:~/diag-audit")
     harness = Harness(settings=settings_for(server, tmp_path), adapters=adapters(), audit=sink)
-    try:
-        result = await harness.diagnose(DiagnosisRequest("payment-api 5xx"))
-    finally:
-        await harness.aclose()
+    (result,) = await _run_all(harness, (QUERY, None))
+    assert isinstance(sink, JsonlAuditSink) and sink.directory == tmp_path / "home" / "diag-audit"
+    records = _jsonl_records(tmp_path / "home" / "diag-audit")
+    assert [r["run_id"] for r in records] == [result.run_id]
+
+
+async def test_a_broken_sink_does_not_change_the_outcome_and_the_loss_is_counted(
+    model_server: StartServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    server = await model_server([final_step(draft_json(conclusion=False))])
+    sink = MysqlAuditSink("mysql://audit:pw-CANARY-77@127.0.0.1:1/none", timeout_seconds=1)
+    harness = Harness(settings=settings_for(server, tmp_path), adapters=adapters(), audit=sink)
+    (result,) = await _run_all(harness, (QUERY, None))
     assert result.outcome is Outcome.DRAFT
+    assert harness.audit_records_lost == 1
+    lost = [r.getMessage() for r in caplog.records if "lost" in r.getMessage()]
+    assert len(lost) == 1 and result.run_id in lost[0]
+    assert "MySQL error 2003: cannot reach the server" in lost[0]
+    assert "127.0.0.1:1/none" in lost[0]
+    assert "CANARY" not in caplog.text
 
 
 @pytest.mark.parametrize("spec", ["", "jsonl:", "s3://bucket", "mysql://nohost"])
