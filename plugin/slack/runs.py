@@ -100,7 +100,9 @@ class _Posted:
 
     full: bool
     plain: bool
-    error: str | None = None
+    refusal: str = ""
+    """Why the full answer is not in the thread (see ``_refusal``)."""
+    fallback_error: str | None = None
 
 
 class RunManager:
@@ -353,12 +355,14 @@ class RunManager:
             )
             return _Posted(full=True, plain=False)
         except Exception as exc:
-            refused = _slack_error(exc)
-            _log.error("posting the outcome of %s failed: %s", result.run_id, refused)
-        fallback_error = await self._say(req, fallback_text(result, refused), mrkdwn=False)
+            _log.error("posting the outcome of %s failed: %s", result.run_id, _slack_error(exc))
+            refusal = _refusal(exc)
+        fallback_error = await self._say(req, fallback_text(result, refusal), mrkdwn=False)
         if fallback_error is not None:
             _log.error("the plain fallback of %s failed too: %s", result.run_id, fallback_error)
-        return _Posted(full=False, plain=fallback_error is None, error=refused)
+        return _Posted(
+            full=False, plain=fallback_error is None, refusal=refusal, fallback_error=fallback_error
+        )
 
     async def _fail_closed(self, req: RunRequest, active: _Active) -> None:
         """The run ended without its outcome posted: say so, and end the status message."""
@@ -434,6 +438,13 @@ def _slack_error(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def _refusal(exc: BaseException) -> str:
+    """Why the full answer could not be posted, in words (Slack's code, or our own failure)."""
+    if isinstance(exc, SlackApiError):
+        return f"Slack refused the full answer ({_slack_error(exc)})"
+    return f"The full answer could not be rendered or posted ({_slack_error(exc)})"
+
+
 def _bounded(text: str, limit: int) -> str:
     """Untrusted text escaped onto one inert line, cut to ``limit`` without splitting an entity.
 
@@ -470,14 +481,13 @@ def _gist(result: ExecutionResult, clean: Callable[[str, int], str] = _bounded) 
     return f"no conclusion: the evidence did not support one.{first}"
 
 
-def fallback_text(result: ExecutionResult, slack_error: str) -> str:
+def fallback_text(result: ExecutionResult, refusal: str) -> str:
     """The plain-text answer for when Slack refuses the rendered one: no blocks, no metadata,
-    every model-written part escaped and the whole bounded (``slack_error`` is a Slack error
-    code or an exception type name, see ``_slack_error``)."""
+    every model-written part escaped and the whole bounded (``refusal`` is ours, see
+    ``_refusal``)."""
     text = (
         f"Diagnosis {result.outcome.value} — {_gist(result)}\n"
-        f"Slack refused the full answer ({slack_error}); this is a plain-text "
-        f"summary. Run {_bounded(result.run_id, 100)}."
+        f"{refusal}; this is a plain-text summary. Run {_bounded(result.run_id, 100)}."
     )
     if len(text) <= _FALLBACK_MAX:
         return text
@@ -492,16 +502,14 @@ def _status_note(result: ExecutionResult, posted: _Posted) -> str:
     """The status message's last word: what actually reached the thread."""
     if posted.full:
         return _final_note(result)
-    # The renderer neutralises mrkdwn marks in the note: Slack's code reads better spaced out.
-    error = (posted.error or "unknown").replace("_", " ")
+    # The renderer neutralises mrkdwn marks in the note: Slack's codes read better spaced out.
+    refusal = posted.refusal.replace("_", " ")
     if posted.plain:
-        return (
-            f"{_verdict(result)}: Slack refused the full answer ({error}); "
-            "a plain-text summary is posted below."
-        )
+        return f"{_verdict(result)}: {refusal}; a plain-text summary is posted below."
+    fallback = (posted.fallback_error or "unknown").replace("_", " ")
     return (
-        f"Could not post the answer: Slack refused it ({error}) and the plain-text "
-        f"summary too. Outcome {result.outcome.value} — {_gist(result, _cut)} Run {result.run_id}."
+        f"Could not post the answer: {refusal}, and the plain-text summary too ({fallback}). "
+        f"Outcome {result.outcome.value} — {_gist(result, _cut)} Run {result.run_id}."
     )
 
 

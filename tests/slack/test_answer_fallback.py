@@ -98,7 +98,10 @@ async def test_refused_fallback_is_admitted_in_the_status(
         run_id = rig.handle.manager.completed[-1].run_id
         assert [m["blocks"] != [] for m in thread_posts(rig)] == [True]  # only the status
         status = rig.final_status()
-        assert status.startswith("Could not post the answer: Slack refused it (invalid blocks)")
+        assert status.startswith(
+            "Could not post the answer: Slack refused the full answer (invalid blocks), "
+            "and the plain-text summary too (channel archived)."
+        )
         assert "DRAFT" in status and "payment-api 连接池耗尽导致 5xx" in status and run_id in status
         assert DONE not in status
 
