@@ -4,7 +4,10 @@ the ``replay_diagnosis`` message shortcut.
 Everything this plugin chooses to ignore is acknowledged (Bolt would answer 404 otherwise and
 Slack would retry) and logged with a reason, malformed payloads included: a listener never
 raises on what Slack (or anyone holding the signing secret) sends. The channel is re-checked on
-every interaction.
+every interaction (a Cancel too, on a replica that does not own the run: by the shared state).
+
+Shared-state keys carry the request's app and workspace (``app_id:team_id``); shared state out
+of reach gets a polite reply in the thread instead of silence.
 
 Without a bot id from the host app's authorization, nothing in a thread can be told to be ours:
 mentions run without a previous turn and the replay shortcut refuses (see ``turns``).

@@ -160,6 +160,28 @@ def most_in_any_window(times: list[float], window_seconds: float) -> int:
     return best
 
 
+def cancel_payload(run_key: str, channel: str, app_id: str = APP_ID) -> dict[str, Any]:
+    """A click on a status message's Cancel button (``block_actions``)."""
+    return {
+        "type": "block_actions",
+        "user": {"id": "UHUMAN01"},
+        "team": {"id": "T00000001"},
+        "api_app_id": app_id,
+        "channel": {"id": channel},
+        "container": {"type": "message", "channel_id": channel},
+        "trigger_id": "1.2.3",
+        "actions": [
+            {
+                "type": "button",
+                "action_id": "diag_cancel",
+                "block_id": "b",
+                "value": run_key,
+                "action_ts": "1764300001.000001",
+            }
+        ],
+    }
+
+
 Authorize = Callable[..., Awaitable[AuthorizeResult]]
 
 

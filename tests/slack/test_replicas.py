@@ -7,7 +7,6 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -21,6 +20,7 @@ from tests.slack.support import (
     ADMIN,
     OTHER,
     SlackRig,
+    cancel_payload,
     redis_url,
     require_redis,
     scoped_keys,
@@ -105,27 +105,6 @@ async def test_two_replicas_run_a_duplicated_event_once(
         await second.handle.manager.wait_idle()
         assert model.request_count == 1
         assert [r.value for r in second.handle.listeners.ignored] == ["DUPLICATE_EVENT"]
-
-
-def cancel_payload(run_key: str, channel: str, app_id: str) -> dict[str, Any]:
-    return {
-        "type": "block_actions",
-        "user": {"id": "UHUMAN01"},
-        "team": {"id": "T00000001"},
-        "api_app_id": app_id,
-        "channel": {"id": channel},
-        "container": {"type": "message", "channel_id": channel},
-        "trigger_id": "1.2.3",
-        "actions": [
-            {
-                "type": "button",
-                "action_id": "diag_cancel",
-                "block_id": "b",
-                "value": run_key,
-                "action_ts": "1764300001.000001",
-            }
-        ],
-    }
 
 
 async def _run_key(rig: SlackRig) -> str:

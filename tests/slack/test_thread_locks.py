@@ -25,9 +25,11 @@ from tests.conftest import StartServer
 from tests.harness.support import draft_json, final_step, settings_for
 from tests.slack.support import (
     ADMIN,
+    APP_ID,
     TEAM_ID,
     SlackRig,
     TcpProxy,
+    cancel_payload,
     closed_port,
     redis_url,
     require_redis,
@@ -174,6 +176,9 @@ async def test_redis_down_gets_a_polite_reply(model_server: StartServer, tmp_pat
         assert (response.status, in_thread.status) == (200, 200)
         assert rig.thread_texts(root) == [UNAVAILABLE, UNAVAILABLE]
         assert model.request_count == 0 and rig.handle.manager.in_flight == 0
+        # A Cancel click for a run this replica does not own cannot reach Redis: acked, logged.
+        clicked = await rig.interact(cancel_payload("0123456789abcdef", ADMIN, APP_ID))
+        assert clicked.status == 200
 
 
 @pytest.mark.parametrize("shared_by", ["two apps", "two workspaces of one app"])
