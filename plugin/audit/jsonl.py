@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import fcntl
 import os
 import queue
 import stat
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import UTC, datetime
@@ -38,6 +40,7 @@ _FLAGS = (
     | os.O_CLOEXEC
 )  # fmt: skip
 _FILE_MODE = 0o640
+_LOCK_WAIT_SECONDS = 1.0
 _OPEN_REFUSALS = {
     errno.ELOOP: "is a symbolic link; links are not followed",
     errno.ENXIO: "is a FIFO or socket with no reader; only regular files are written",
@@ -138,15 +141,24 @@ def _open_regular(path: Path) -> int:
 
 
 def _append_whole(fd: int, path: Path, line: bytes) -> None:
-    size = os.fstat(fd).st_size
-    if size and os.pread(fd, 1, size - 1) != b"\n":
-        line = b"\n" + line  # close a partial line left by someone else: ours stays whole
+    locked = _lock(fd)
     try:
-        written = os.write(fd, line)
-    except OSError as exc:
-        raise AuditWriteError(f"cannot append to {path}: {_os_reason(exc)}") from None
-    if written == len(line):
-        return
+        # Close a partial line left by someone else, so ours stays whole. Only under the lock:
+        # another writer's append in flight can show a size whose last byte is not yet there.
+        if locked:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line
+        written = _write(fd, path, line)
+        if written != len(line):
+            _undo_short_write(fd, path, written, len(line))
+    finally:
+        if locked:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _undo_short_write(fd: int, path: Path, written: int, wanted: int) -> None:
+    """Cut our partial line back off (a full disk, a file size limit) and report it."""
     end = os.lseek(fd, 0, os.SEEK_CUR)  # O_APPEND: our bytes end here
     try:
         os.ftruncate(fd, end - written)
@@ -154,9 +166,35 @@ def _append_whole(fd: int, path: Path, line: bytes) -> None:
     except OSError as exc:
         undone = f"the partial line could not be removed ({_os_reason(exc)})"
     raise AuditWriteError(
-        f"short write to {path}: {written} of {len(line)} bytes (disk full or file size "
+        f"short write to {path}: {written} of {wanted} bytes (disk full or file size "
         f"limit); {undone}"
     )
+
+
+def _write(fd: int, path: Path, line: bytes) -> int:
+    try:
+        return os.write(fd, line)
+    except OSError as exc:
+        raise AuditWriteError(f"cannot append to {path}: {_os_reason(exc)}") from None
+
+
+def _lock(fd: int) -> bool:
+    """An exclusive advisory lock among our writers (other harnesses, processes), briefly.
+
+    Never waits long: a writer that cannot get it within ~1 s appends without the partial-line
+    check rather than hang.
+    """
+    deadline = time.monotonic() + _LOCK_WAIT_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+        except OSError:
+            return False
 
 
 def _os_reason(exc: OSError) -> str:

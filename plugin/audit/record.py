@@ -114,11 +114,20 @@ def _invocation(i: Invocation) -> dict[str, Any]:
     }
 
 
+# Session ids of runs started by ``replay`` (plugin.slack.replay) begin with this.
+REPLAY_SESSION_PREFIX = "replay:"
+
+
 def audit_record(
     ctx: RunContext, result: ExecutionResult, *, kind: str = "diagnosis"
 ) -> dict[str, Any]:
-    """The audit record of one run: no evidence items, no model text, no credentials."""
+    """The audit record of one run: no evidence items, no model text, no credentials.
+
+    ``kind`` is ``replay`` for every run a replay started (its session id says so).
+    """
     cited = sorted(result.draft.cited_ids()) if result.draft else []
+    if ctx.session_id.startswith(REPLAY_SESSION_PREFIX):
+        kind = "replay"  # a replayed thread must never look like a live run
     return {
         "kind": safe_text(kind, _MAX_KEY_CHARS),
         "recorded_at": datetime.now(UTC).isoformat(),

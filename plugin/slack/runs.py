@@ -349,7 +349,9 @@ class RunManager:
                 thread_ts=req.thread_ts,
                 text=message.text,
                 blocks=list(message.blocks),
-                metadata=turn_metadata(req.query, req.previous_turn, result),
+                metadata=turn_metadata(
+                    req.query, req.previous_turn, result, limits=self.harness.limits
+                ),
                 unfurl_links=False,
                 unfurl_media=False,
             )
@@ -403,6 +405,7 @@ class RunManager:
         while self._tasks:
             await asyncio.wait(set(self._tasks))
         await self.board.flush()
+        await self.harness.drain_audit()
 
     async def drain(self, timeout_seconds: float | None = None) -> None:
         """Stop taking runs and wait for those in flight; past the timeout, cancel them."""

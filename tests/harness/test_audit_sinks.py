@@ -4,6 +4,7 @@ the run's outcome, and its lost records are counted and logged with a reason."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
 from pathlib import Path
@@ -19,6 +20,7 @@ from plugin.audit import (
     build_audit_sink,
     encode_record,
 )
+from plugin.audit.jsonl import append_line
 from plugin.errors import ConfigError
 from plugin.request import DiagnosisRequest
 from plugin.result import Outcome
@@ -233,3 +235,23 @@ async def test_a_broken_sink_does_not_change_the_outcome_and_the_loss_is_counted
 def test_bad_sink_settings_are_operator_errors(spec: str) -> None:
     with pytest.raises(ConfigError):
         build_audit_sink(spec)
+
+
+def test_concurrent_writers_to_one_file_keep_every_line_whole(tmp_path: Path) -> None:
+    """Several harnesses (or processes) appending to one day file: no empty or merged line.
+
+    Closing someone's partial line must not misread another writer's append in flight.
+    """
+    path = tmp_path / "audit-shared.jsonl"
+
+    def writer(n: int) -> None:
+        for i in range(200):
+            record = {"writer": n, "i": i, "pad": "x" * (i * 37 % 9000)}
+            append_line(path, (json.dumps(record) + "\n").encode())
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(writer, range(16)))
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    records = [json.loads(line) for line in lines[:-1]]
+    assert len(records) == 16 * 200

@@ -258,6 +258,7 @@ async def test_replay_with_production_settings_leaves_redis_untouched(
     assert after == before and set(live) <= set(before)
     record = await _audit_record(tmp_path / "audit", output.result.run_id)
     assert record["session_id"] == f"replay:{ADMIN}:{root}"
+    assert record["kind"] == "replay"
 
 
 async def _snapshot(client: Redis) -> dict[str, Any]:
