@@ -13,13 +13,14 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from plugin.errors import ConfigError, InputRejected, InputRejection
-from plugin.request import DiagnosisRequest, PreviousTurn, parse_previous_turn
+from plugin.request import DiagnosisRequest, PreviousTurn, parse_asked_at, parse_previous_turn
 from plugin.result import ExecutionResult, Outcome
 from plugin.settings import Settings
 
@@ -68,7 +69,9 @@ async def _diagnose(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings()
-        request = DiagnosisRequest(args.query, _read_previous_turn(args.previous_turn))
+        request = DiagnosisRequest(
+            args.query, _read_previous_turn(args.previous_turn), asked_at=args.asked_at
+        )
         harness = build_harness(settings)
     except ConfigError as exc:
         return _error("INVALID_SETTINGS", str(exc))
@@ -87,14 +90,16 @@ async def _diagnose(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    from plugin.ops import stop_on_signals
+
+    stop = stop_on_signals()  # before the Slack app is imported: a signal at any moment
     from plugin.slack.serve import serve
 
     try:
         settings = load_settings()
-        await serve(settings, http=args.http, port=args.port)
+        return await serve(settings, http=args.http, port=args.port, stop=stop)
     except ConfigError as exc:
         return _error("INVALID_SETTINGS", str(exc))
-    return EXIT_OK
 
 
 async def _replay(args: argparse.Namespace) -> int:
@@ -125,6 +130,12 @@ def _parser() -> argparse.ArgumentParser:
     diagnose.add_argument("query")
     diagnose.add_argument("--previous-turn", metavar="FILE")
     diagnose.add_argument("--session-id", metavar="ID")
+    diagnose.add_argument(
+        "--asked-at",
+        metavar="TIME",
+        type=_asked_at,
+        help="when the question was asked, RFC 3339 with a zone (default: the run's start)",
+    )
     diagnose.set_defaults(run=_diagnose)
     serve = commands.add_parser("serve", help="run the Slack app (Socket Mode or HTTP)")
     serve.add_argument("--http", action="store_true", help="HTTP mode even with SLACK_APP_TOKEN")
@@ -137,6 +148,15 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--text-only", action="store_true", help="omit the result JSON")
     demo.set_defaults(run=_demo)
     return parser
+
+
+def _asked_at(text: str) -> datetime:
+    try:
+        return parse_asked_at(text)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(
+            "must be an RFC 3339 time with a zone, e.g. 2026-11-28T10:20:00Z"
+        ) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

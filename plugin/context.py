@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from plugin.budget import Budgets, Usage
 from plugin.errors import BudgetStop, StopReason
@@ -33,6 +34,8 @@ class RunContext:
     usage: Usage = field(default_factory=Usage)
     rounds: list[ModelRound] = field(default_factory=list)
     started_at: float = 0.0
+    asked_at: datetime | None = None
+    """When the question was asked (what the model was told); recorded in the audit."""
     ledger: InvocationLedger = field(init=False)
 
     def __post_init__(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -59,6 +60,9 @@ class DiagnosisRequest:
 
     query: str
     previous_turn: PreviousTurn | None = None
+    asked_at: datetime | None = None
+    """When the question was asked (the Slack message's ``ts``, ``--asked-at``); the run's
+    start when unknown. A property of the question: replay sends the recorded one."""
 
 
 ENVELOPE_BYTES = 256
@@ -85,8 +89,35 @@ def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
+def format_asked_at(moment: datetime) -> str:
+    """RFC 3339 in UTC to the second, as the model sees it: ``2026-11-28T10:20:00Z``."""
+    if moment.tzinfo is None:
+        raise ValueError("asked_at must carry a time zone")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_asked_at(text: str) -> datetime:
+    """An RFC 3339 time with a zone (``Z`` or an offset); raises ``ValueError`` otherwise."""
+    moment = datetime.fromisoformat(text.strip())
+    if moment.tzinfo is None:
+        raise ValueError("asked_at needs a time zone (Z or +hh:mm)")
+    moment.astimezone(UTC)  # out-of-range after conversion raises here, not in a run
+    return moment
+
+
+def slack_ts_moment(ts: str) -> datetime | None:
+    """The moment of a Slack message ``ts`` (``1764324000.000100``), or None if it is odd."""
+    try:
+        return datetime.fromtimestamp(float(ts), UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
 def model_input(request: DiagnosisRequest, limits: InputLimits) -> str:
-    """Validate the request and render the one user message; raises ``InputRejected``."""
+    """Validate the request and render the one user message; raises ``InputRejected``.
+
+    ``asked_at`` is the request's, or now (the run's start) when the request has none.
+    """
     if not request.query.strip():
         raise InputRejected(InputRejection.BLANK_QUERY)
     query_bytes = _utf8_len(request.query)
@@ -106,7 +137,11 @@ def model_input(request: DiagnosisRequest, limits: InputLimits) -> str:
             )
         previous = json.loads(previous_text)
     message = json.dumps(
-        {"query": request.query, "previous_turn": previous},
+        {
+            "query": request.query,
+            "previous_turn": previous,
+            "asked_at": format_asked_at(request.asked_at or datetime.now(UTC)),
+        },
         ensure_ascii=False,
         separators=(",", ":"),
     )

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -121,6 +123,8 @@ class Harness:
         cancel_event: asyncio.Event | None = None,
     ) -> ExecutionResult:
         """Run one diagnosis. Raises ``InputRejected`` before any model call on bad input."""
+        if request.asked_at is None:
+            request = dataclasses.replace(request, asked_at=datetime.now(UTC))
         message = model_input(request, self.limits)
         ctx = RunContext(
             session_id=session_id or f"session-{uuid.uuid4().hex[:12]}",
@@ -128,6 +132,7 @@ class Harness:
             budgets=Budgets.from_settings(self.settings),
             hooks=HookSet(hooks),
             cancel_event=cancel_event or asyncio.Event(),
+            asked_at=request.asked_at,
         )
         ctx.usage.bytes += len(message.encode("utf-8"))
         _log.info("run %s started (session %s)", ctx.run_id, ctx.session_id)
@@ -173,6 +178,7 @@ class Harness:
             context_window=s.model_context_window,
             request_timeout=s.model_request_timeout_seconds,
             http_client=self.http_client,
+            structured_output=s.structured_output,
         )
         agent = build_agent(llm, system_prompt(), ToolInterceptor(ctx, self.adapters))
         handler = agent.run(

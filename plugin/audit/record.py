@@ -22,6 +22,7 @@ from typing import Any
 from plugin.context import RunContext
 from plugin.envelope import MAX_TOOL_CALL_ID_CHARS
 from plugin.ledger import Invocation
+from plugin.request import format_asked_at
 from plugin.result import ExecutionResult
 
 __all__ = [
@@ -46,7 +47,8 @@ _HASH_CHARS = 16
 _HASHED_PREFIX_CHARS = 64 * 1024  # an 18 MB id is hashed by its head and its length
 _CUT = "…"
 _IDENTITY = (
-    "kind", "recorded_at", "run_id", "session_id", "outcome", "stop_reason", "failure", "usage",
+    "kind", "recorded_at", "run_id", "session_id", "asked_at", "outcome", "stop_reason",
+    "failure", "usage",
 )  # fmt: skip
 
 
@@ -133,6 +135,7 @@ def audit_record(
         "recorded_at": datetime.now(UTC).isoformat(),
         "run_id": bounded_id(ctx.run_id, MAX_RUN_ID_CHARS),
         "session_id": bounded_id(ctx.session_id, MAX_SESSION_ID_CHARS),
+        "asked_at": format_asked_at(ctx.asked_at) if ctx.asked_at is not None else None,
         "outcome": result.outcome.value,
         "stop_reason": result.stop_reason.value if result.stop_reason else None,
         "failure": _clean(result.failure.model_dump(mode="json")) if result.failure else None,

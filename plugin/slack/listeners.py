@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +25,8 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from plugin.metrics import EventResult
+from plugin.request import slack_ts_moment
 from plugin.settings import Settings
 from plugin.slack.gate import (
     IgnoreReason,
@@ -75,6 +77,14 @@ def _scope(body: dict[str, Any], context: AsyncBoltContext) -> str:
     return f"{_scope_part(body.get('api_app_id'))}:{_scope_part(team or body.get('team_id'))}"
 
 
+EventCounter = Callable[[EventResult, str], None]
+"""Told of every event handled: what was done with it and why (``Metrics.slack_event``)."""
+
+
+def _not_counted(result: EventResult, reason: str) -> None:
+    return None
+
+
 def _loggable(value: object) -> str:
     """An id from a payload, safe to log: a bounded representation."""
     return repr(value)[:_MAX_LOGGED_ID]
@@ -83,8 +93,15 @@ def _loggable(value: object) -> str:
 class Listeners:
     """The plugin's listeners, bound to one RunManager."""
 
-    def __init__(self, manager: RunManager, settings: Settings) -> None:
+    def __init__(
+        self,
+        manager: RunManager,
+        settings: Settings,
+        *,
+        on_event: EventCounter | None = None,
+    ) -> None:
         self.manager = manager
+        self.count = on_event or _not_counted
         self.admin_channels = frozenset(settings.admin_channels)
         self.ignored: list[IgnoreReason] = []
 
@@ -95,6 +112,7 @@ class Listeners:
 
     def _ignore(self, reason: IgnoreReason, event_id: object, detail: str | None = None) -> None:
         self.ignored.append(reason)
+        self.count(EventResult.IGNORED, reason.value)
         del self.ignored[:-1000]
         suffix = f" ({detail})" if detail else ""
         level = logging.WARNING if reason is IgnoreReason.MALFORMED else logging.INFO
@@ -130,7 +148,7 @@ class Listeners:
         previous = None
         if thread_ts is not None:
             previous = await latest_turn(client, channel, thread_ts, context.bot_id)
-        await self.manager.submit(
+        started = await self.manager.submit(
             RunRequest(
                 client=client,
                 channel=channel,
@@ -139,8 +157,16 @@ class Listeners:
                 previous_turn=previous,
                 requested_by=_str_or_none(event.get("user")),
                 scope=scope,
+                asked_at=slack_ts_moment(event["ts"]),
             )
         )
+        self._started(started, "MENTION")
+
+    def _started(self, key: str | None, kind: str) -> None:
+        if key is None:  # a busy thread, a draining process, shared state out of reach
+            self.count(EventResult.DECLINED, "NOT_STARTED")
+        else:
+            self.count(EventResult.ACCEPTED, kind)
 
     async def _first_delivery(
         self, client: AsyncWebClient, scope: str, event_id: str, channel: str, thread_ts: str
@@ -150,6 +176,7 @@ class Listeners:
             fresh = await self.manager.state.claim_event(f"{scope}:{event_id}", _EVENT_TTL_SECONDS)
         except Exception as exc:
             _log.error("shared state unreachable, mention declined: %s", type(exc).__name__)
+            self.count(EventResult.DECLINED, "STATE_UNAVAILABLE")
             await self.manager.say_unavailable(client, channel, thread_ts)
             return False
         if not fresh:
@@ -166,15 +193,20 @@ class Listeners:
         run_key = first.get("value")
         if channel is None or channel not in self.admin_channels:
             _log.info("ignored cancel outside the admin channels")
+            self.count(EventResult.IGNORED, IgnoreReason.NOT_ADMIN_CHANNEL.value)
             return
         if not isinstance(run_key, str):
             _log.warning("ignored cancel: malformed (no run key)")
+            self.count(EventResult.IGNORED, IgnoreReason.MALFORMED.value)
             return
         try:
             accepted = await self.manager.request_cancel(run_key, channel, _scope(body, context))
         except Exception as exc:  # shared state out of reach: logged, never raised into Bolt
             _log.error("cancel not delivered: %s", type(exc).__name__)
+            self.count(EventResult.DECLINED, "STATE_UNAVAILABLE")
             return
+        result = EventResult.ACCEPTED if accepted else EventResult.IGNORED
+        self.count(result, "CANCEL" if accepted else "NO_LIVE_RUN")
         if not accepted:
             _log.info("ignored cancel: no live run %s in this channel", _loggable(run_key))
 
@@ -185,6 +217,7 @@ class Listeners:
         channel = _str_or_none(_mapping(body.get("channel")).get("id"))
         if channel is None or channel not in self.admin_channels:
             _log.info("ignored replay shortcut outside the admin channels")
+            self.count(EventResult.IGNORED, IgnoreReason.NOT_ADMIN_CHANNEL.value)
             return
         message = _mapping(body.get("message"))
         message_ts = slack_ts(message.get("ts"))
@@ -211,7 +244,8 @@ class Listeners:
             _log.info("refused replay shortcut in %s: not a replayable message", channel)
             await self._refuse(client, channel, thread_ts, user, REFUSE_NOT_REPLAYABLE)
             return
-        await self.manager.submit(replace(request, scope=_scope(body, context)))
+        started = await self.manager.submit(replace(request, scope=_scope(body, context)))
+        self._started(started, "REPLAY")
 
     async def _refuse(
         self,
@@ -244,9 +278,11 @@ class Listeners:
         recorded = await find_recorded_input(client, channel, thread_ts, message_ts, bot_id)
         if recorded is not None:
             query, previous = recorded.query, recorded.previous_turn
+            asked_at = recorded.asked_at
         elif not message.get("bot_id") and isinstance(message.get("text"), str):
             query = strip_mentions(message["text"])
             previous = await latest_turn(client, channel, thread_ts, bot_id, before=message_ts)
+            asked_at = slack_ts_moment(message_ts)
         else:
             return None
         return RunRequest(
@@ -256,4 +292,5 @@ class Listeners:
             query=query,
             previous_turn=previous,
             replay=True,
+            asked_at=asked_at,
         )

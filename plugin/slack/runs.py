@@ -20,14 +20,16 @@ import logging
 import re
 import uuid
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.errors import InputRejected
+from plugin.hooks import StepHook
 from plugin.render_text import STOP_EXPLANATIONS
 from plugin.request import DiagnosisRequest, PreviousTurn
 from plugin.result import ExecutionResult, Outcome
@@ -83,6 +85,8 @@ class RunRequest:
     requested_by: str | None = None
     replay: bool = False
     scope: str = "-:-"
+    asked_at: datetime | None = None
+    """When the question was asked (the mention's ``ts``, or the recorded one on a replay)."""
     """``app_id:team_id`` of the event: shared-state keys never cross apps or workspaces."""
 
 
@@ -118,6 +122,7 @@ class RunManager:
         lock_ttl_seconds: float = DEFAULT_LOCK_TTL_SECONDS,
         status_budget: StatusBudget | None = None,
         replay: bool = False,
+        hooks: Sequence[StepHook] = (),
     ) -> None:
         self.harness = harness
         self.settings = settings
@@ -132,12 +137,18 @@ class RunManager:
         self._queue: list[str] = []
         self._accepting = True
         self._replay = replay
+        self._hooks = tuple(hooks)
         # A cancel flag must outlive the time a replica takes to notice it.
         self._flag_ttl = settings.deadline_seconds * 3 + 120
 
     @property
     def in_flight(self) -> int:
         return len(self._tasks)
+
+    @property
+    def queued(self) -> int:
+        """Runs waiting for a concurrency slot (counted in ``in_flight`` too)."""
+        return len(self._queue)
 
     # -- submission ------------------------------------------------------------------------
 
@@ -233,11 +244,11 @@ class RunManager:
                 self._queue.remove(active.key)
             self._refresh_queue()
             tracker.update(state="RUNNING", queue_position=None)
-            request = DiagnosisRequest(req.query, req.previous_turn)
+            request = DiagnosisRequest(req.query, req.previous_turn, req.asked_at)
             result = await self.harness.diagnose(
                 request,
                 session_id=self._session_id(req),
-                hooks=[tracker],
+                hooks=[tracker, *self._hooks],
                 cancel_event=active.cancel,
             )
         except InputRejected as rejected:
@@ -350,7 +361,11 @@ class RunManager:
                 text=message.text,
                 blocks=list(message.blocks),
                 metadata=turn_metadata(
-                    req.query, req.previous_turn, result, limits=self.harness.limits
+                    req.query,
+                    req.previous_turn,
+                    result,
+                    limits=self.harness.limits,
+                    asked_at=req.asked_at,
                 ),
                 unfurl_links=False,
                 unfurl_media=False,

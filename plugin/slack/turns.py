@@ -27,13 +27,14 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.draft import DiagnosisDraft
-from plugin.request import InputLimits, PreviousTurn
+from plugin.request import InputLimits, PreviousTurn, format_asked_at, parse_asked_at
 from plugin.result import ExecutionResult
 from plugin.settings import Settings
 from plugin.slack.gate import slack_ts
@@ -155,6 +156,7 @@ class RecordedInput:
 
     query: str
     previous_turn: PreviousTurn | None
+    asked_at: datetime | None = None
 
 
 def turn_metadata(
@@ -164,6 +166,7 @@ def turn_metadata(
     *,
     limits: InputLimits = DEFAULT_LIMITS,
     max_bytes: int = METADATA_MAX_BYTES,
+    asked_at: datetime | None = None,
 ) -> dict[str, Any]:
     """The metadata of an answer message: the turn it freezes (within half of ``max_bytes`` as
     sent) and the input it answered. The previous turn it answered, frozen the same way, fits
@@ -175,6 +178,8 @@ def turn_metadata(
     recorded: dict[str, Any] = {"previous_turn": None}
     if turn.query != query:
         recorded["query"] = query
+    if asked_at is not None:
+        recorded["asked_at"] = format_asked_at(asked_at)  # a replay asks "when" the same way
     metadata = {
         "event_type": EVENT_TYPE,
         "event_payload": {
@@ -305,5 +310,17 @@ async def find_recorded_input(
             turn = PreviousTurn.model_validate(previous, strict=False) if previous else None
         except ValidationError:
             return None
-        return RecordedInput(query=query, previous_turn=turn)
+        return RecordedInput(
+            query=query, previous_turn=turn, asked_at=_recorded_moment(recorded.get("asked_at"))
+        )
     return None
+
+
+def _recorded_moment(value: object) -> datetime | None:
+    """The recorded ``asked_at`` of an answer, or None when absent or not a valid time."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_asked_at(value)
+    except ValueError:
+        return None

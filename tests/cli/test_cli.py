@@ -1,7 +1,8 @@
 """``python -m plugin diagnose`` and ``demo`` as processes: stdout JSON, exit codes, real tools.
 
 The model is the scripted OpenAI-compatible server; the evidence comes from the three real
-adapters: the bundled runbooks, the bundled JSON-lines logs and the real MariaDB test database.
+adapters: the bundled runbooks, the bundled JSON-lines logs and the real MariaDB test database
+(set explicitly: unset, the runbook and log tools answer ``NOT_CONFIGURED``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from plugin.resources import BUNDLED_KNOWLEDGE, BUNDLED_LOGS
 from tests.conftest import StartServer
-from tests.harness.support import call, final_step, tool_step
+from tests.harness.support import call, draft_json, final_step, tool_step
 
 REPO = Path(__file__).resolve().parents[2]
 W = {"start": "2026-11-28T10:00:00Z", "end": "2026-11-28T10:30:00Z"}
@@ -105,7 +107,13 @@ async def test_diagnose_end_to_end_with_all_three_real_tools(
             final_step(json.dumps(draft)),
         ]
     )
-    env = base_env(server.base_url, tmp_path, DIAG_MYSQL_DSN=mysql_ro_dsn)
+    env = base_env(
+        server.base_url,
+        tmp_path,
+        DIAG_MYSQL_DSN=mysql_ro_dsn,
+        DIAG_KNOWLEDGE_DIR=str(BUNDLED_KNOWLEDGE),
+        DIAG_LOGS_SOURCE=str(BUNDLED_LOGS),
+    )
     code, out, err = await run_cli(
         "diagnose", "payment-api 5xx since 10:05 UTC", env=env, cwd=tmp_path
     )
@@ -126,6 +134,37 @@ async def test_diagnose_end_to_end_with_all_three_real_tools(
     password = mysql_ro_dsn.split(":")[2].split("@")[0]
     everything = out + err + json.dumps(server.requests)
     assert password not in everything and "CANARY-openai-key" not in out + err
+
+
+async def test_unset_knowledge_dir_and_logs_source_answer_not_configured(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    """CONTRACTS §2: unset means NOT_CONFIGURED, never the bundled demo incident."""
+    server = await model_server(
+        [
+            tool_step(call("call-1", "query_logs", {"service": "payment-api", **W})),
+            tool_step(
+                call(
+                    "call-2",
+                    "lookup_knowledge",
+                    {"query": "db pool exhausted"},
+                    previous=("call-1", "NO_GAIN"),
+                )
+            ),
+            final_step(draft_json(conclusion=False)),
+        ]
+    )
+    env = base_env(server.base_url, tmp_path)  # neither DIAG_KNOWLEDGE_DIR nor DIAG_LOGS_SOURCE
+    code, out, err = await run_cli("diagnose", "payment-api 5xx", env=env, cwd=tmp_path)
+    assert code == 0, err
+    assert single_json(out)["outcome"] == "DRAFT"
+    observations = [
+        json.loads(m["content"]) for m in server.requests[2]["messages"] if m["role"] == "tool"
+    ]
+    assert [(o["tool"], o["evidence_status"], o.get("error_code")) for o in observations] == [
+        ("query_logs", "ERROR", "NOT_CONFIGURED"),
+        ("lookup_knowledge", "ERROR", "NOT_CONFIGURED"),
+    ]
 
 
 async def test_diagnose_input_rejected_exits_2_without_model_call(
@@ -162,7 +201,7 @@ async def test_diagnose_failed_closed_exits_1_with_a_safe_failure(
 async def test_diagnose_model_server_error_is_model_error(
     model_server: StartServer, tmp_path: Path
 ) -> None:
-    from plugin.model_replay import ModelStep
+    from plugin.doubles.scripted_model import ModelStep
 
     server = await model_server([ModelStep(status=500)])
     code, out, _ = await run_cli(
@@ -181,3 +220,29 @@ async def test_demo_runs_offline(tmp_path: Path) -> None:
     result = json.loads(out.strip().splitlines()[-1])
     assert result["outcome"] == "DRAFT"
     assert result["usage"]["model_calls"] >= 5
+
+
+async def test_diagnose_tells_the_model_when_the_question_was_asked(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    """``--asked-at`` (any zone) reaches the model as UTC and lands in the audit record."""
+    server = await model_server([final_step(draft_json(conclusion=False))])
+    env = base_env(server.base_url, tmp_path)
+    code, out, err = await run_cli(
+        "diagnose", "5xx since 10:05", "--asked-at", "2026-11-28T18:20:00+08:00",
+        env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert code == 0, err
+    assert single_json(out)["outcome"] == "DRAFT"
+    user = next(m for m in server.requests[0]["messages"] if m["role"] == "user")
+    assert json.loads(user["content"])["asked_at"] == "2026-11-28T10:20:00Z"
+    records = [
+        json.loads(line)
+        for path in (tmp_path / "audit").glob("*.jsonl")
+        for line in path.read_text("utf-8").splitlines()
+    ]
+    assert [r["asked_at"] for r in records] == ["2026-11-28T10:20:00Z"]
+    for bad in ("2026-11-28T10:20:00", "yesterday", "0001-01-01T00:10+01:00"):
+        code, _, _ = await run_cli("diagnose", "q", "--asked-at", bad, env=env, cwd=tmp_path)
+        assert code == 2, bad
+    assert server.request_count == 1

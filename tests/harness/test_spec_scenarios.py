@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
 from plugin.errors import InputRejected, InputRejection, StopReason
-from plugin.model_replay import ModelStep, ToolCallSpec
 from plugin.request import DiagnosisRequest, PreviousTurn
 from plugin.result import FailureCode, Outcome
 from tests.conftest import StartServer
@@ -98,7 +99,11 @@ async def test_follow_up_diagnosis_has_a_safe_previous_turn(
         query="payment-api 5xx", conclusion=None, missing_info=("需要时间窗口",)
     )
     server = await model_server([final_step(draft_json(conclusion=False))])
-    request = DiagnosisRequest("时间窗口是 10:00–10:30 UTC", previous_turn=previous)
+    request = DiagnosisRequest(
+        "时间窗口是 10:00–10:30 UTC",
+        previous_turn=previous,
+        asked_at=datetime(2026, 11, 28, 10, 35, tzinfo=UTC),
+    )
     result = await harness(server, tmp_path).diagnose(request)
     assert result.outcome is Outcome.DRAFT
     messages = server.requests[0]["messages"]
@@ -110,7 +115,10 @@ async def test_follow_up_diagnosis_has_a_safe_previous_turn(
             "conclusion": None,
             "missing_info": ["需要时间窗口"],
         },
+        "asked_at": "2026-11-28T10:35:00Z",
     }
+    (record,) = audit_records(tmp_path)
+    assert record["asked_at"] == "2026-11-28T10:35:00Z"
 
 
 async def test_query_exceeds_configured_context_budget(

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from plugin.model_replay import ModelStep
+from plugin.doubles.scripted_model import ModelStep
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, tool_step
 from tests.slack.support import ABSENT, ADMIN, OTHER, SlackRig, slack_rig
@@ -95,7 +95,9 @@ async def test_follow_up_carries_exactly_the_frozen_previous_turn(
         )
         await rig.mention(QUESTION, ts=root)
         await rig.handle.manager.wait_idle()
-        await rig.mention("<@UDIAG0001> the window is 10:00–10:30 UTC", thread_ts=root)
+        await rig.mention(
+            "<@UDIAG0001> the window is 10:00–10:30 UTC", thread_ts=root, ts="1764300600.000300"
+        )
         await rig.handle.manager.wait_idle()
     second = json.loads(
         next(m for m in model.requests[1]["messages"] if m["role"] == "user")["content"]
@@ -107,7 +109,13 @@ async def test_follow_up_carries_exactly_the_frozen_previous_turn(
             "conclusion": None,
             "missing_info": ["需要服务名、时间窗口和错误特征"],
         },
+        # when the follow-up was asked: its message ts (1764300600 = 2025-11-28 03:30 UTC)
+        "asked_at": "2025-11-28T03:30:00Z",
     }
+    first = json.loads(
+        next(m for m in model.requests[0]["messages"] if m["role"] == "user")["content"]
+    )
+    assert first["asked_at"] == "2025-11-28T03:20:00Z"
     assert "raw chatter" not in json.dumps(model.requests)
 
 
