@@ -1,4 +1,4 @@
-"""Command line: ``python -m plugin diagnose|serve|replay|demo`` (CONTRACTS §1).
+"""Command line: ``python -m plugin diagnose|serve|replay|demo|check`` (CONTRACTS §1).
 
 stdout carries exactly one JSON object (the Execution Result, or an ``error`` object); logs go
 to stderr. Exit codes: 0 a Draft or a controlled stop, 2 input rejected before any model call,
@@ -15,20 +15,22 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
 from plugin.errors import ConfigError, InputRejected, InputRejection
+from plugin.logging_setup import configure_logging
 from plugin.request import DiagnosisRequest, PreviousTurn, parse_asked_at, parse_previous_turn
 from plugin.result import ExecutionResult, Outcome
-from plugin.settings import Settings
+from plugin.settings import Settings, describe_invalid_settings
 
 __all__ = ["main"]
 
 _log = logging.getLogger("plugin.cli")
 
 EXIT_OK, EXIT_FAILED, EXIT_REJECTED = 0, 1, 2
+_USAGE_CHARS = 500
 
 
 def _emit(payload: dict[str, Any]) -> None:
@@ -50,8 +52,9 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        names = sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]})
-        raise ConfigError(f"invalid setting(s): {', '.join(names) or 'unknown'}") from exc
+        # One message naming every bad setting and what it must be; values of secrets, URLs
+        # and DSNs are never echoed (the ValidationError itself is not chained: it carries them).
+        raise ConfigError(describe_invalid_settings(exc)) from None
 
 
 def _read_previous_turn(path: str | None) -> PreviousTurn | None:
@@ -74,7 +77,7 @@ async def _diagnose(args: argparse.Namespace) -> int:
         )
         harness = build_harness(settings)
     except ConfigError as exc:
-        return _error("INVALID_SETTINGS", str(exc))
+        return _error(InputRejection.INVALID_SETTINGS.value, str(exc))
     except InputRejected as exc:
         return _error(exc.code.value, "input rejected before any model call")
     try:
@@ -99,7 +102,7 @@ async def _serve(args: argparse.Namespace) -> int:
         settings = load_settings()
         return await serve(settings, http=args.http, port=args.port, stop=stop)
     except ConfigError as exc:
-        return _error("INVALID_SETTINGS", str(exc))
+        return _error(InputRejection.INVALID_SETTINGS.value, str(exc))
 
 
 async def _replay(args: argparse.Namespace) -> int:
@@ -108,7 +111,7 @@ async def _replay(args: argparse.Namespace) -> int:
     try:
         output = await replay_envelope(Path(args.file), load_settings())
     except ConfigError as exc:
-        return _error("INVALID_SETTINGS", str(exc))
+        return _error(InputRejection.INVALID_SETTINGS.value, str(exc))
     except ReplayError as exc:
         return _error(exc.code, str(exc))
     for post in output.posts:
@@ -117,14 +120,39 @@ async def _replay(args: argparse.Namespace) -> int:
     return exit_code(output.result)
 
 
+async def _check(args: argparse.Namespace) -> int:
+    from plugin.check import exit_status, render_json, render_text, run_checks
+
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        if args.json:
+            return _error(InputRejection.INVALID_SETTINGS.value, str(exc))
+        sys.stdout.write(f"{'settings':<9} {'FAILED':<15} {exc}\n")
+        return EXIT_REJECTED
+    results = await run_checks(settings, model=args.model)
+    sys.stdout.write((render_json(results) if args.json else render_text(results)) + "\n")
+    return exit_status(results)
+
+
 async def _demo(args: argparse.Namespace) -> int:
     from plugin.demo import run_demo
 
     return await run_demo(show_json=not args.text_only)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors end like every other refusal: one JSON ``error`` object on stdout, exit 2
+    (the usage text goes to stderr)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        _error(InputRejection.INVALID_ARGUMENTS.value, f"{self.prog}: {message}"[:_USAGE_CHARS])
+        sys.exit(EXIT_REJECTED)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sre-diag", description=__doc__)
+    parser = _Parser(prog="sre-diag", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     diagnose = commands.add_parser("diagnose", help="run one diagnosis, print the result JSON")
     diagnose.add_argument("query")
@@ -147,6 +175,10 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="replay the bundled incident offline")
     demo.add_argument("--text-only", action="store_true", help="omit the result JSON")
     demo.set_defaults(run=_demo)
+    check = commands.add_parser("check", help="check the settings and reach every backend")
+    check.add_argument("--model", action="store_true", help="also probe the model endpoint")
+    check.add_argument("--json", action="store_true", help="one JSON object for scripts")
+    check.set_defaults(run=_check)
     return parser
 
 
@@ -159,13 +191,20 @@ def _asked_at(text: str) -> datetime:
         ) from None
 
 
+def _configure_logging() -> None:
+    """DIAG_LOG_FORMAT / DIAG_LOG_LEVEL; invalid settings log in the defaults (the command then
+    refuses them with INVALID_SETTINGS)."""
+    try:
+        settings = load_settings()
+    except ConfigError:
+        configure_logging()
+    else:
+        configure_logging(settings.log_level, settings.log_format)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    _configure_logging()
     try:
         code: int = asyncio.run(args.run(args))
     except KeyboardInterrupt:

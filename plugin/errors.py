@@ -46,6 +46,11 @@ class InputRejection(StrEnum):
     PREVIOUS_TURN_TOO_LARGE = "PREVIOUS_TURN_TOO_LARGE"
     INPUT_TOO_LARGE = "INPUT_TOO_LARGE"
     INVALID_PREVIOUS_TURN = "INVALID_PREVIOUS_TURN"
+    # Refused by the command line before a request exists (exit 2, ``error.code``):
+    INVALID_SETTINGS = "INVALID_SETTINGS"
+    """A setting is invalid; the message names each one and what it must be."""
+    INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
+    """The command line itself is wrong (argparse usage error)."""
 
 
 class ConfigError(Exception):

@@ -5,10 +5,14 @@ This is the only place the process environment is read (CONTRACTS §2 names).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Literal, get_args, get_origin
+from urllib.parse import SplitResult, unquote, urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+import annotated_types
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 _REPO = Path(__file__).resolve().parent.parent
@@ -94,6 +98,62 @@ class Settings(BaseSettings):
     )
     """One audit write end to end (connect, greeting, lock waits, write); never delays an answer."""
 
+    log_format: Literal["text", "json"] = Field(default="text", validation_alias="DIAG_LOG_FORMAT")
+    """``text`` or ``json`` (one object a line: time with zone, level, logger, message, run_id)."""
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
+        default="INFO", validation_alias="DIAG_LOG_LEVEL"
+    )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_name(cls, value: object) -> object:
+        if isinstance(value, str):
+            upper = value.strip().upper()
+            return "WARNING" if upper == "WARN" else upper
+        return value
+
+    @field_validator("openai_base_url", "slack_api_url", mode="after")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_http_url(value)
+        return value
+
+    @field_validator("logs_source", mode="after")
+    @classmethod
+    def _logs_source(cls, value: str | None) -> str | None:
+        if value is not None and re.match(r"(?i)\s*[a-z][a-z0-9+.-]*://", value):
+            check_http_url(
+                value, what="a folder, or a Loki base URL http(s)://[user:pass@]host[:port]"
+            )
+        return value
+
+    @field_validator("mysql_dsn", mode="after")
+    @classmethod
+    def _mysql_dsn(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_mysql_dsn(value.get_secret_value())
+        return value
+
+    @field_validator("audit_sink", mode="after")
+    @classmethod
+    def _audit_sink(cls, value: str) -> str:
+        check_audit_sink(value)
+        return value
+
+    @field_validator("redis_url", mode="after")
+    @classmethod
+    def _redis_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_redis_url(value.get_secret_value())
+        return value
+
+    @field_validator("admin_channels", mode="after")
+    @classmethod
+    def _channel_ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        check_channel_ids(value)
+        return value
+
     @field_validator("mysql_allowed_tables", "admin_channels", mode="before")
     @classmethod
     def _csv(cls, value: object) -> object:
@@ -103,3 +163,195 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
+
+
+# --- validation that teaches: what each setting must be -------------------------------------
+
+_FORM = "setting_form"
+_MYSQL_FORM = "mysql://user:password@host[:port]/database"
+_CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{6,20}")
+_SHOWN_CHARS = 40
+
+
+def _bad(requirement: str) -> PydanticCustomError:
+    """A validation error whose message is what the setting must be (never its value)."""
+    return PydanticCustomError(_FORM, "{requirement}", {"requirement": requirement})
+
+
+def _split(value: str) -> SplitResult:
+    parts = urlsplit(value.strip())
+    try:
+        parts.port  # noqa: B018  # raises on a non-numeric or out-of-range port
+    except ValueError:
+        raise _bad("with a port that is a number from 1 to 65535") from None
+    return parts
+
+
+def check_http_url(value: str, *, what: str = "an http(s)://host[:port][/path] URL") -> None:
+    """An ``http://`` or ``https://`` URL with a host and a numeric port, if any."""
+    try:
+        parts = _split(value)
+    except PydanticCustomError:
+        raise _bad(f"{what}, with a port from 1 to 65535") from None
+    if parts.scheme.lower() not in {"http", "https"}:
+        raise _bad(f"{what} (the scheme must be http or https)")
+    if not parts.hostname:
+        raise _bad(f"{what} (the host is missing)")
+
+
+def check_mysql_dsn(value: str, *, form: str = _MYSQL_FORM) -> None:
+    """The DSN shape ``tools.mysql.parse_dsn`` accepts; the DSN itself is never echoed."""
+    try:
+        parts = _split(value)
+    except PydanticCustomError:
+        raise _bad(f"{form} (the port must be a number from 1 to 65535)") from None
+    if parts.scheme.lower() not in {"mysql", "mariadb"}:
+        raise _bad(f"{form} (the scheme must be mysql://)")
+    database = unquote(parts.path.lstrip("/"))
+    if not parts.hostname or not parts.username:
+        raise _bad(f"{form} (the user or the host is missing)")
+    if not database or "/" in database:
+        raise _bad(f"{form} (exactly one database name after the host)")
+
+
+def check_audit_sink(value: str) -> None:
+    """``jsonl:DIR`` or a ``mysql://`` DSN of a writable audit account."""
+    kind, _, target = value.partition(":")
+    if kind == "jsonl" and target.strip():
+        return
+    if kind.lower() in {"mysql", "mariadb"}:
+        check_mysql_dsn(value, form=f"jsonl:DIR or {_MYSQL_FORM}")
+        return
+    raise _bad(f"jsonl:DIR or {_MYSQL_FORM}")
+
+
+def check_redis_url(value: str) -> None:
+    """What ``redis.asyncio.Redis.from_url`` accepts: redis://, rediss:// or unix://."""
+    form = "redis://[user:password@]host[:port][/db], rediss://… or unix:///path/to/socket"
+    try:
+        parts = _split(value)
+    except PydanticCustomError:
+        raise _bad(f"{form} (the port must be a number from 1 to 65535)") from None
+    scheme = parts.scheme.lower()
+    if scheme == "unix":
+        if not parts.path:
+            raise _bad(f"{form} (the socket path is missing)")
+        return
+    if scheme not in {"redis", "rediss"}:
+        raise _bad(f"{form} (the scheme must be redis, rediss or unix)")
+    if not parts.hostname:
+        raise _bad(f"{form} (the host is missing)")
+    db = parts.path.strip("/")
+    if db and not db.isdigit():
+        raise _bad(f"{form} (the database after the host must be a number)")
+
+
+def check_channel_ids(channels: tuple[str, ...]) -> None:
+    """Slack channel IDs such as ``C0123ABC`` or ``G0123ABC`` (not names like ``#ops``)."""
+    bad = [c for c in channels if not _CHANNEL_ID.fullmatch(c)]
+    if bad:
+        shown = ", ".join(repr(c[:_SHOWN_CHARS]) for c in bad[:5])
+        raise _bad(
+            "comma-separated Slack channel IDs such as C0123ABC or G0123ABC (C or G, then"
+            f" upper-case letters and digits), not names; not IDs: {shown}"
+        )
+
+
+def _env_name(loc: str) -> str:
+    """The operator's name of a setting (its environment variable) from an error location."""
+    info = Settings.model_fields.get(loc)
+    alias = info.validation_alias if info is not None else None
+    if isinstance(alias, str):
+        return alias
+    if isinstance(alias, AliasChoices) and isinstance(alias.choices[0], str):
+        return alias.choices[0]
+    return loc
+
+
+def _field_of(name: str) -> str | None:
+    for field_name in Settings.model_fields:
+        if name == field_name or name == _env_name(field_name):
+            return field_name
+    return None
+
+
+def _range(field_name: str | None) -> str:
+    """The numeric range of a field, e.g. ``at least 1`` or ``greater than 0 and at most 3600``."""
+    if field_name is None:
+        return ""
+    words = []
+    for item in Settings.model_fields[field_name].metadata:
+        if isinstance(item, annotated_types.Ge):
+            words.append(f"at least {item.ge}")
+        elif isinstance(item, annotated_types.Gt):
+            words.append(f"greater than {item.gt}")
+        elif isinstance(item, annotated_types.Le):
+            words.append(f"at most {item.le}")
+        elif isinstance(item, annotated_types.Lt):
+            words.append(f"less than {item.lt}")
+    return " and ".join(words)
+
+
+def _plain_type(annotation: Any) -> bool:
+    """A number, a switch or a fixed choice (optional or not): safe to echo back."""
+    if annotation in (int, float, bool) or get_origin(annotation) is Literal:
+        return True
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    return bool(args) and all(a in (int, float, bool) for a in args)
+
+
+def _shown(field_name: str | None, value: Any) -> str:
+    """The rejected value, only for plain numbers, switches and choices (never a string that
+    may carry a credential: URLs, DSNs, tokens, paths)."""
+    if field_name is None or not isinstance(value, str | int | float):
+        return ""
+    if not _plain_type(Settings.model_fields[field_name].annotation):
+        return ""
+    text = str(value)
+    return f" (got {text[:_SHOWN_CHARS]!r})" if text.strip() else " (got an empty value)"
+
+
+_KINDS = {
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "int_type": "a whole number",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "bool_parsing": "true or false (also 1/0, yes/no, on/off)",
+    "bool_type": "true or false",
+    "finite_number": "a finite number",
+}
+_BOUNDS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
+
+
+def _requirement(error: Any, field_name: str | None) -> str:
+    kind, bounds = error["type"], _range(field_name)
+    if kind == _FORM:
+        return str(error["ctx"]["requirement"])
+    if kind in _KINDS:
+        return _KINDS[kind] + (f" ({bounds})" if bounds else "")
+    if kind in _BOUNDS:
+        return bounds or "within its range"
+    if kind == "literal_error":
+        return str(error["ctx"]["expected"])
+    return f"valid ({kind})"
+
+
+def describe_invalid_settings(exc: ValidationError) -> str:
+    """ONE message naming every invalid setting and what it must be; secrets are never shown.
+
+    ``DIAG_MAX_MODEL_CALLS=abc`` reads "must be a whole number (at least 1) (got 'abc')" and
+    ``=0`` reads "must be at least 1 (got 0)"; a DSN or URL is described, never echoed.
+    """
+    parts: list[str] = []
+    seen: set[str] = set()
+    for error in exc.errors():
+        loc = str(error["loc"][0]) if error["loc"] else "settings"
+        field_name = _field_of(loc)
+        name = _env_name(field_name) if field_name else loc
+        if name in seen:
+            continue
+        seen.add(name)
+        requirement = _requirement(error, field_name)
+        parts.append(f"{name} must be {requirement}{_shown(field_name, error.get('input'))}")
+    return "invalid settings: " + "; ".join(parts)

@@ -1,0 +1,552 @@
+"""``python -m plugin check [--model] [--json]``: reach every configured part, say what works.
+
+One :class:`CheckResult` per part — runbook folder, log source, MySQL (reachable, server kind,
+allowed tables, read-only verdict), Redis, audit sink, Slack — and, with ``--model``, the model
+endpoint. A part whose setting is unset is ``NOT_CONFIGURED``; a configured part that does not
+work is ``FAILED`` with a reason an operator can act on. Reasons are built here from error
+codes and kinds: no credential, no raw backend response and no traceback ever reaches them.
+
+Every probe is bounded (``PROBE_TIMEOUT_SECONDS``) and leaves nothing behind that looks like a
+run: the JSON-lines audit probe opens today's file exactly as the writer does and appends zero
+bytes; the MySQL audit probe asks the server to ``EXPLAIN`` the insert (privileges checked,
+nothing written).
+
+The model probe (:func:`check_model`) is the hook for the model-capability checks of CONTRACTS
+§3; for now it only tells whether the endpoint answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from plugin.settings import Settings
+
+__all__ = ["CheckResult", "CheckStatus", "check_model", "render_json", "render_text", "run_checks"]
+
+PROBE_TIMEOUT_SECONDS = 10.0
+_CONNECT_SECONDS = 5.0
+_LISTED = 8  # names shown on one line (services, tables, channels)
+_SLACK_ERROR = re.compile(r"[a-z0-9_.]{1,64}")
+
+# MySQL error numbers an operator sees here, with what they mean.
+_MYSQL_MEANINGS = {
+    1044: "access denied to the database",
+    1045: "access denied (user or password)",
+    1049: "unknown database",
+    1142: "the account may not write diag_audit",
+    1146: "table does not exist",
+    2003: "cannot connect (nothing listening, or a firewall)",
+    2005: "unknown host",
+    2013: "the server closed the connection",
+}
+
+
+class CheckStatus(StrEnum):
+    OK = "OK"
+    FAILED = "FAILED"
+    NOT_CONFIGURED = "NOT_CONFIGURED"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One configured part: its status, a one-line reason, and facts for scripts."""
+
+    name: str
+    status: CheckStatus
+    detail: str
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def _ok(name: str, detail: str, **facts: Any) -> CheckResult:
+    return CheckResult(name, CheckStatus.OK, detail, facts)
+
+
+def _failed(name: str, detail: str, **facts: Any) -> CheckResult:
+    return CheckResult(name, CheckStatus.FAILED, detail, facts)
+
+
+def _unset(name: str, detail: str) -> CheckResult:
+    return CheckResult(name, CheckStatus.NOT_CONFIGURED, detail)
+
+
+def _listed(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:_LISTED])
+    return shown + (f", … (+{len(names) - _LISTED})" if len(names) > _LISTED else "")
+
+
+def _os_reason(exc: OSError) -> str:
+    return f"{errno.errorcode.get(exc.errno or 0, type(exc).__name__)} ({exc.strerror or 'error'})"
+
+
+def _hostport(url: str) -> str:
+    """``host[:port]`` of a URL: never its user, password, path or query."""
+    parts = httpx.URL(url)
+    return f"{parts.host}:{parts.port}" if parts.port else parts.host
+
+
+# --- runbooks ----------------------------------------------------------------------------------
+
+
+def _count_sections(folder: Path) -> tuple[int, int]:
+    from tools.knowledge import iter_sections
+
+    sections = list(iter_sections(folder))
+    return len({s.path for s in sections}), len(sections)
+
+
+async def check_runbooks(settings: Settings) -> CheckResult:
+    folder: Path | None = settings.knowledge_dir
+    if folder is None:
+        return _unset(
+            "runbooks", "DIAG_KNOWLEDGE_DIR unset: lookup_knowledge answers NOT_CONFIGURED"
+        )
+    return await asyncio.to_thread(_runbooks_in, folder)
+
+
+def _runbooks_in(folder: Path) -> CheckResult:
+    name = "runbooks"
+    if not folder.exists():
+        return _failed(name, f"{folder}: the folder does not exist", folder=str(folder))
+    if not folder.is_dir():
+        return _failed(name, f"{folder}: not a folder", folder=str(folder))
+    try:
+        files, sections = _count_sections(folder)
+    except OSError as exc:
+        return _failed(name, f"{folder}: unreadable: {_os_reason(exc)}", folder=str(folder))
+    if not sections:
+        return _failed(
+            name, f"{folder}: no runbook sections found (no readable *.md files)",
+            folder=str(folder), files=files, sections=0,
+        )  # fmt: skip
+    return _ok(
+        name, f"{folder}: {sections} sections in {files} runbooks",
+        folder=str(folder), files=files, sections=sections,
+    )  # fmt: skip
+
+
+# --- logs --------------------------------------------------------------------------------------
+
+
+def _service_folders(folder: Path) -> list[str]:
+    return sorted(e.name for e in folder.iterdir() if e.is_dir() and not e.name.startswith("."))
+
+
+async def check_logs(settings: Settings) -> CheckResult:
+    source: str | None = settings.logs_source
+    if not source:
+        return _unset("logs", "DIAG_LOGS_SOURCE unset: query_logs answers NOT_CONFIGURED")
+    if re.match(r"(?i)https?://", source):
+        return await _check_loki(settings, source)
+    return await asyncio.to_thread(_log_folder, Path(source))
+
+
+def _log_folder(folder: Path) -> CheckResult:
+    if not folder.is_dir():
+        what = "does not exist" if not folder.exists() else "is not a folder"
+        return _failed("logs", f"log folder {folder} {what}", folder=str(folder))
+    try:
+        services = _service_folders(folder)
+    except OSError as exc:
+        return _failed("logs", f"log folder {folder} unreadable: {_os_reason(exc)}")
+    if not services:
+        return _failed(
+            "logs",
+            f"log folder {folder}: no service folders (<service>/<YYYY-MM-DD>/<HH>.jsonl)",
+            folder=str(folder), services=[],
+        )  # fmt: skip
+    return _ok(
+        "logs", f"log folder {folder}: {len(services)} services ({_listed(services)})",
+        folder=str(folder), services=services,
+    )  # fmt: skip
+
+
+async def _check_loki(settings: Settings, base: str) -> CheckResult:
+    where = _hostport(base)
+    label = str(getattr(settings, "loki_service_label", None) or "service")
+    org = getattr(settings, "loki_org_id", None)
+    headers = {"X-Scope-OrgID": str(org)} if org else {}
+    url = base.rstrip("/") + f"/loki/api/v1/label/{label}/values"
+    try:
+        async with httpx.AsyncClient(timeout=_CONNECT_SECONDS, headers=headers) as client:
+            response = await client.get(url)
+    except httpx.TimeoutException:
+        return _failed("logs", f"Loki at {where}: no answer within {_CONNECT_SECONDS:g} s")
+    except httpx.HTTPError as exc:
+        return _failed("logs", f"Loki at {where} unreachable ({type(exc).__name__})")
+    if response.status_code != 200:
+        return _failed("logs", f"Loki at {where} answered HTTP {response.status_code}")
+    try:
+        values = [str(v) for v in response.json().get("data") or []]
+    except (ValueError, AttributeError):
+        return _failed("logs", f"Loki at {where} answered something that is not Loki's JSON")
+    return _ok(
+        "logs", f"Loki at {where} reachable: {len(values)} services ({_listed(values)})",
+        loki=where, services=values,
+    )  # fmt: skip
+
+
+# --- MySQL -------------------------------------------------------------------------------------
+
+
+def _mysql_reason(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {_CONNECT_SECONDS:g} s"
+    number = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    if number is not None:
+        return f"MySQL error {number}: {_MYSQL_MEANINGS.get(number, type(exc).__name__)}"
+    if isinstance(exc, OSError):
+        return f"cannot connect: {_os_reason(exc)}"
+    return type(exc).__name__
+
+
+async def _mysql_connect(dsn: Any) -> Any:
+    import aiomysql
+
+    async with asyncio.timeout(_CONNECT_SECONDS + 1):
+        return await aiomysql.connect(
+            host=dsn.host, port=dsn.port, user=dsn.user, password=dsn.password, db=dsn.database,
+            charset="utf8mb4", autocommit=True, connect_timeout=_CONNECT_SECONDS,
+            local_infile=False,
+        )  # fmt: skip
+
+
+async def _mysql_facts(dsn: Any, allowed: tuple[str, ...]) -> tuple[str, list[str], list[str]]:
+    """Server version, the tables the model may read, and configured tables that are missing."""
+    conn = await _mysql_connect(dsn)
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute("SELECT VERSION()")
+            version = str((await cur.fetchone())[0])
+            await cur.execute(
+                "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s",
+                (dsn.database,),
+            )
+            present = sorted(str(row[0]) for row in await cur.fetchall())
+    finally:
+        conn.close()
+    wanted = [t.rpartition(".")[2] for t in allowed if t.strip()]
+    if not wanted:
+        return version, present, []
+    return version, sorted(set(wanted) & set(present)), sorted(set(wanted) - set(present))
+
+
+def _server_kind(version: str) -> str:
+    number = version.split("-")[0]
+    return f"MariaDB {number}" if "mariadb" in version.lower() else f"MySQL {number}"
+
+
+async def check_mysql(settings: Settings) -> CheckResult:
+    from tools.mysql import MysqlAdapter, parse_dsn
+
+    if settings.mysql_dsn is None:
+        return _unset("mysql", "DIAG_MYSQL_DSN unset: query_mysql answers NOT_CONFIGURED")
+    raw = settings.mysql_dsn.get_secret_value()
+    dsn = parse_dsn(raw)
+    where = f"{dsn.user}@{dsn.host}:{dsn.port}/{dsn.database}"
+    try:
+        version, tables, missing = await _mysql_facts(dsn, settings.mysql_allowed_tables)
+    except Exception as exc:
+        return _failed("mysql", f"{where}: {_mysql_reason(exc)}", server=where)
+    facts: dict[str, Any] = {
+        "server": where, "kind": _server_kind(version), "allowed_tables": tables,
+    }  # fmt: skip
+    head = f"{where}: {facts['kind']}, {len(tables)} allowed tables ({_listed(tables)})"
+    if missing:
+        return _failed("mysql", f"{head}; allowed tables not found: {_listed(missing)}", **facts)
+    adapter = MysqlAdapter(
+        raw, settings.mysql_allowed_tables, connect_timeout_seconds=_CONNECT_SECONDS
+    )
+    try:
+        verdict = await adapter.read_only_verdict()
+    except Exception as exc:
+        return _failed("mysql", f"{head}; grants unreadable: {_mysql_reason(exc)}", **facts)
+    finally:
+        await adapter.aclose()
+    read_only = verdict is not None and verdict.read_only
+    facts["read_only"] = read_only
+    facts["read_only_reason"] = verdict.reason if verdict is not None else None
+    if read_only:
+        return _ok("mysql", f"{head}; read-only: yes", **facts)
+    reason = verdict.reason if verdict is not None else "unknown"
+    if settings.mysql_require_read_only:
+        return _failed(
+            "mysql",
+            f"{head}; read-only: NO ({reason}): query_mysql executes nothing until the account"
+            " is granted SELECT only",
+            **facts,
+        )
+    return _ok(
+        "mysql", f"{head}; read-only: NO ({reason}), allowed by DIAG_MYSQL_REQUIRE_READ_ONLY=false",
+        **facts,
+    )  # fmt: skip
+
+
+# --- Redis -------------------------------------------------------------------------------------
+
+
+async def check_redis(settings: Settings) -> CheckResult:
+    from redis import exceptions
+    from redis.asyncio import Redis
+
+    if settings.redis_url is None:
+        return _unset("redis", "DIAG_REDIS_URL unset: in-process state (one replica)")
+    url = settings.redis_url.get_secret_value()
+    where = _hostport(url) if "://" in url and not url.startswith("unix:") else "unix socket"
+    client = Redis.from_url(url, socket_timeout=_CONNECT_SECONDS, socket_connect_timeout=2.0)
+    try:
+        async with asyncio.timeout(_CONNECT_SECONDS + 1):
+            await client.ping()
+    except (exceptions.AuthenticationError, exceptions.AuthorizationError):
+        return _failed("redis", f"Redis at {where}: authentication refused")
+    except (TimeoutError, exceptions.TimeoutError):
+        return _failed("redis", f"Redis at {where}: no answer within {_CONNECT_SECONDS:g} s")
+    except exceptions.ConnectionError as exc:
+        return _failed("redis", f"Redis at {where} unreachable ({type(exc).__name__})")
+    except exceptions.RedisError as exc:
+        return _failed("redis", f"Redis at {where} refused PING ({type(exc).__name__})")
+    finally:
+        await client.aclose()
+    return _ok("redis", f"Redis at {where}: PING answered", redis=where)
+
+
+# --- audit sink --------------------------------------------------------------------------------
+
+
+async def check_audit(settings: Settings) -> CheckResult:
+    spec = settings.audit_sink
+    kind, _, target = spec.partition(":")
+    if kind == "jsonl":
+        return await asyncio.to_thread(_jsonl_audit, target)
+    return await _check_mysql_audit(spec)
+
+
+def _jsonl_audit(directory: str) -> CheckResult:
+    from plugin.audit import AuditWriteError, JsonlAuditSink
+    from plugin.audit.jsonl import append_line
+
+    path = JsonlAuditSink(Path(directory)).path_for(datetime.now(UTC))
+    try:
+        # The writer's own open (no links followed, regular files only) and a zero-byte append:
+        # a real test of what the next record needs, and no record written.
+        append_line(path, b"")
+    except AuditWriteError as exc:
+        return _failed("audit", f"jsonl: {exc.reason}", path=str(path))
+    return _ok("audit", f"jsonl: {path} writable", path=str(path))
+
+
+async def _check_mysql_audit(spec: str) -> CheckResult:
+    from tools.mysql import parse_dsn
+
+    dsn = parse_dsn(spec)
+    where = f"{dsn.user}@{dsn.host}:{dsn.port}/{dsn.database}"
+    try:
+        conn = await _mysql_connect(dsn)
+    except Exception as exc:
+        return _failed("audit", f"mysql {where}: {_mysql_reason(exc)}", server=where)
+    try:
+        detail = await _probe_audit_table(conn)
+    except Exception as exc:
+        return _failed("audit", f"mysql {where}: {_mysql_reason(exc)}", server=where)
+    finally:
+        conn.close()
+    return _ok("audit", f"mysql {where}: {detail}", server=where)
+
+
+async def _probe_audit_table(conn: Any) -> str:
+    async with asyncio.timeout(_CONNECT_SECONDS), conn.cursor() as cur:
+        await cur.execute(
+            "SELECT COUNT(*) FROM information_schema.TABLES"
+            " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'diag_audit'"
+        )
+        if not (await cur.fetchone())[0]:
+            return "reachable; diag_audit is created on the first write"
+        # Privileges are checked as for the insert itself; nothing is written.
+        await cur.execute(
+            "EXPLAIN INSERT INTO diag_audit (run_id, session_id, outcome, recorded_at, record)"
+            " VALUES ('check', 'check', 'CHECK', NOW(6), '{}')"
+        )
+        await cur.fetchall()
+    return "diag_audit writable"
+
+
+# --- Slack -------------------------------------------------------------------------------------
+
+
+def _slack_error(exc: Exception) -> str:
+    from slack_sdk.errors import SlackApiError
+
+    if isinstance(exc, SlackApiError):
+        code = str(exc.response.get("error") or "")
+        return f"refused: {code}" if _SLACK_ERROR.fullmatch(code) else "refused"
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {_CONNECT_SECONDS:g} s"
+    return f"unreachable ({type(exc).__name__})"
+
+
+async def check_slack(settings: Settings) -> CheckResult:
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    if settings.slack_bot_token is None:
+        return _unset("slack", "SLACK_BOT_TOKEN unset: no Slack app")
+    client = AsyncWebClient(
+        token=settings.slack_bot_token.get_secret_value(),
+        base_url=settings.slack_api_url or "https://slack.com/api/",
+        timeout=int(_CONNECT_SECONDS),
+    )
+    try:
+        async with asyncio.timeout(_CONNECT_SECONDS * 2):
+            auth = await client.auth_test()
+    except Exception as exc:
+        return _failed("slack", f"auth.test {_slack_error(exc)}")
+    facts: dict[str, Any] = {"team_id": auth.get("team_id"), "bot_user_id": auth.get("user_id")}
+    head = f"auth.test ok (bot {auth.get('user_id')} in team {auth.get('team_id')})"
+    app = await _app_token(settings)
+    if app:
+        head += f"; app token {app}"
+    channels = settings.admin_channels
+    if not channels:
+        return _failed(
+            "slack", f"{head}; DIAG_ADMIN_CHANNELS is empty: the bot acts nowhere", **facts
+        )
+    member, problems = await _memberships(client, channels)
+    facts["member_of"] = member
+    facts["not_member_of"] = [c for c, _ in problems]
+    if problems:
+        why = "; ".join(f"{c}: {reason}" for c, reason in problems[:_LISTED])
+        return _failed("slack", f"{head}; member of {_listed(member) or 'none'}; {why}", **facts)
+    return _ok("slack", f"{head}; member of every admin channel ({_listed(member)})", **facts)
+
+
+async def _memberships(
+    client: Any, channels: Sequence[str]
+) -> tuple[list[str], list[tuple[str, str]]]:
+    member: list[str] = []
+    problems: list[tuple[str, str]] = []
+    for channel in channels:
+        try:
+            async with asyncio.timeout(_CONNECT_SECONDS * 2):
+                info = await client.conversations_info(channel=channel)
+        except Exception as exc:
+            problems.append((channel, f"conversations.info {_slack_error(exc)}"))
+            continue
+        if (info.get("channel") or {}).get("is_member"):
+            member.append(channel)
+        else:
+            problems.append((channel, "the bot is not a member (invite it to the channel)"))
+    return member, problems
+
+
+async def _app_token(settings: Settings) -> str:
+    """``accepted`` / ``refused: …`` for SLACK_APP_TOKEN (Socket Mode); '' when unset."""
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    if settings.slack_app_token is None:
+        return ""
+    client = AsyncWebClient(
+        token=settings.slack_app_token.get_secret_value(),
+        base_url=settings.slack_api_url or "https://slack.com/api/",
+        timeout=int(_CONNECT_SECONDS),
+    )
+    try:
+        async with asyncio.timeout(_CONNECT_SECONDS * 2):
+            await client.apps_connections_open(
+                app_token=settings.slack_app_token.get_secret_value()
+            )
+    except Exception as exc:
+        return _slack_error(exc)
+    return "accepted"
+
+
+# --- model (hook for the capability checks of CONTRACTS §3) ------------------------------------
+
+
+async def check_model(settings: Settings) -> CheckResult:
+    """Does the model endpoint answer? ``GET {OPENAI_BASE_URL}/models``, bounded.
+
+    The hook for ``check --model``: the capability probes (tool calling, ``parallel_tool_calls``,
+    ``response_format`` with tools, ``usage``) come with the model issue and extend this result.
+    """
+    base = settings.openai_base_url or "https://api.openai.com/v1"  # the openai SDK's default
+    where = _hostport(base)
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    timeout = min(settings.model_request_timeout_seconds, PROBE_TIMEOUT_SECONDS)
+    try:
+        async with httpx.AsyncClient(timeout=timeout, headers=headers) as client:
+            response = await client.get(base.rstrip("/") + "/models")
+    except httpx.TimeoutException:
+        return _failed("model", f"endpoint {where}: no answer within {timeout:g} s", endpoint=where)
+    except httpx.HTTPError as exc:
+        return _failed(
+            "model", f"endpoint {where} unreachable ({type(exc).__name__})", endpoint=where
+        )
+    status = response.status_code
+    if status in {401, 403}:
+        return _failed("model", f"endpoint {where} refused the key (HTTP {status})", endpoint=where)
+    return _ok(
+        "model", f"endpoint {where} answers (GET /models: HTTP {status}); capabilities not probed",
+        endpoint=where, http_status=status,
+    )  # fmt: skip
+
+
+# --- running and rendering ---------------------------------------------------------------------
+
+Probe = Callable[[Settings], Awaitable[CheckResult]]
+PROBES: tuple[tuple[str, Probe], ...] = (
+    ("runbooks", check_runbooks),
+    ("logs", check_logs),
+    ("mysql", check_mysql),
+    ("redis", check_redis),
+    ("audit", check_audit),
+    ("slack", check_slack),
+)
+
+
+async def _bounded(name: str, probe: Probe, settings: Settings) -> CheckResult:
+    try:
+        async with asyncio.timeout(PROBE_TIMEOUT_SECONDS * 2):
+            return await probe(settings)
+    except TimeoutError:
+        return _failed(name, f"no answer within {PROBE_TIMEOUT_SECONDS * 2:g} s")
+    except Exception as exc:  # a reason without the exception's text (it may carry anything)
+        return _failed(name, f"check failed unexpectedly ({type(exc).__name__})")
+
+
+async def run_checks(settings: Settings, *, model: bool = False) -> list[CheckResult]:
+    """Every part, concurrently; the model endpoint only when asked."""
+    probes = [*PROBES, ("model", check_model)] if model else list(PROBES)
+    return list(await asyncio.gather(*(_bounded(n, p, settings) for n, p in probes)))
+
+
+def exit_status(results: Sequence[CheckResult]) -> int:
+    return 1 if any(r.status is CheckStatus.FAILED for r in results) else 0
+
+
+_LABELS = {
+    CheckStatus.OK: "ok",
+    CheckStatus.FAILED: "FAILED",
+    CheckStatus.NOT_CONFIGURED: "not configured",
+}
+
+
+def render_text(results: Sequence[CheckResult]) -> str:
+    return "\n".join(f"{r.name:<9} {_LABELS[r.status]:<15} {r.detail}" for r in results)
+
+
+def render_json(results: Sequence[CheckResult]) -> str:
+    payload = {
+        "ok": exit_status(results) == 0,
+        "checks": [{**asdict(r), "status": r.status.value} for r in results],
+    }
+    return json.dumps(payload, ensure_ascii=False, default=str)

@@ -1,0 +1,106 @@
+"""Process logging: ``DIAG_LOG_FORMAT`` (``text`` | ``json``) and ``DIAG_LOG_LEVEL`` on stderr.
+
+``json`` writes one object a line: ``time`` (RFC 3339 with zone), ``level``, ``logger``,
+``message`` and, on every line logged inside a run, ``run_id``. The run id comes from a
+context variable the harness binds when a run starts (:func:`bind_run_id`); asyncio tasks copy
+it when they are created, so the framework's tasks of the run carry it too.
+
+Third-party loggers (HTTP clients, the model SDK, LlamaIndex, Slack, the MySQL driver) are held
+at ``WARNING`` unless ``DIAG_LOG_LEVEL=DEBUG``: httpx's request lines and library chatter only
+appear when asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import TextIO
+
+__all__ = [
+    "THIRD_PARTY_LOGGERS",
+    "JsonFormatter",
+    "bind_run_id",
+    "configure_logging",
+    "current_run_id",
+]
+
+THIRD_PARTY_LOGGERS = (
+    "httpx",
+    "httpcore",
+    "openai",
+    "llama_index",
+    "workflows",
+    "slack_bolt",
+    "slack_sdk",
+    "aiomysql",
+    "urllib3",
+    "aiohttp",
+    "asyncio",
+    "jieba",
+)
+
+_RUN_ID: ContextVar[str | None] = ContextVar("diag_run_id", default=None)
+_TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s%(run_tag)s %(message)s"
+_HANDLER_NAME = "diag-stderr"
+
+
+def bind_run_id(run_id: str | None) -> None:
+    """Tag every log line of the current task (and tasks it starts later) with ``run_id``."""
+    _RUN_ID.set(run_id)
+
+
+def current_run_id() -> str | None:
+    return _RUN_ID.get()
+
+
+class _RunIdFilter(logging.Filter):
+    """Adds ``run_id`` (and ``run_tag`` for the text format) to every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        run_id = _RUN_ID.get()
+        record.run_id = run_id
+        record.run_tag = f" [{run_id}]" if run_id else ""
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line; an exception is named by its type, never dumped raw."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        run_id = getattr(record, "run_id", None)
+        if run_id:
+            entry["run_id"] = run_id
+        if record.exc_info and record.exc_info[0] is not None:
+            entry["exc_type"] = record.exc_info[0].__name__
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def configure_logging(
+    level: str = "INFO", log_format: str = "text", *, stream: TextIO | None = None
+) -> None:
+    """(Re)configure the root logger: one stderr handler in the chosen format and level."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if handler.get_name() == _HANDLER_NAME or isinstance(handler, logging.StreamHandler):
+            root.removeHandler(handler)
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.set_name(_HANDLER_NAME)
+    handler.addFilter(_RunIdFilter())
+    handler.setFormatter(
+        JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT_FORMAT)
+    )
+    root.addHandler(handler)
+    numeric = logging.getLevelName(level.upper())
+    root.setLevel(numeric if isinstance(numeric, int) else logging.INFO)
+    quiet = logging.DEBUG if root.level <= logging.DEBUG else max(logging.WARNING, root.level)
+    for name in THIRD_PARTY_LOGGERS:
+        logging.getLogger(name).setLevel(quiet)
