@@ -4,6 +4,12 @@ The agent is LlamaIndex's own ``FunctionAgent`` loop (no planner, no second agen
 ``output_cls``). Only ``call_tool`` is re-declared: every tool request goes to the run's
 ``ToolInterceptor`` with the RAW argument text taken from the assistant message's
 ``ToolCallBlock``, and whether it is the first call of its round.
+
+The tool definitions come in two variants, each built once per process: the default one (the
+pydantic Envelope schemas, bounds included) and, for an LLM with ``strict`` set
+(``DIAG_STRUCTURED_OUTPUT=json_schema``), the same Envelopes within OpenAI's strict subset
+(``plugin.strict_schema``: every field required, optional ones nullable, no bounds). The
+Envelope parser accepts exactly what either permits and enforces the bounds.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pydantic import PrivateAttr
 
 from plugin.envelope import envelope_model
 from plugin.interceptor import INPUT_MODELS, ToolInterceptor
+from plugin.strict_schema import strict_schema
 from tools.base import ToolName
 
 __all__ = ["DiagnosisAgent", "build_agent", "tool_definitions"]
@@ -33,6 +40,11 @@ _DESCRIPTIONS = {
 }
 
 
+# The root keys a strict tool schema keeps (LlamaIndex keeps the same minus additionalProperties,
+# which it then sets to false itself).
+_STRICT_ROOT_KEYS = ("type", "properties", "required", "additionalProperties", "$defs")
+
+
 class _FrozenToolMetadata(ToolMetadata):
     """Tool metadata whose JSON schema is generated once, not on every model round.
 
@@ -40,9 +52,13 @@ class _FrozenToolMetadata(ToolMetadata):
     pydantic's schema generation cost ~4.5 ms a round (measured in ``bench``).
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, strict: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._parameters = super().get_parameters_dict()
+        parameters = super().get_parameters_dict()
+        if strict and self.fn_schema is not None:
+            full = strict_schema(self.fn_schema.model_json_schema())
+            parameters = {key: full[key] for key in _STRICT_ROOT_KEYS if key in full}
+        self._parameters = parameters
 
     def get_parameters_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self._parameters)
@@ -55,11 +71,12 @@ class EnvelopeTool(AsyncBaseTool):
     interceptor, so calling it directly is a programming error.
     """
 
-    def __init__(self, tool: ToolName) -> None:
+    def __init__(self, tool: ToolName, *, strict: bool = False) -> None:
         self._metadata = _FrozenToolMetadata(
             name=tool.value,
             description=_DESCRIPTIONS[tool],
             fn_schema=envelope_model(INPUT_MODELS[tool]),
+            strict=strict,
         )
 
     @property
@@ -74,9 +91,10 @@ class EnvelopeTool(AsyncBaseTool):
 
 
 @cache
-def tool_definitions() -> tuple[EnvelopeTool, ...]:
-    """The three tool definitions; immutable, so built once per process."""
-    return tuple(EnvelopeTool(tool) for tool in ToolName)
+def tool_definitions(strict: bool = False) -> tuple[EnvelopeTool, ...]:
+    """The three tool definitions (``strict``: within OpenAI's strict subset); immutable, so
+    each variant is built once per process."""
+    return tuple(EnvelopeTool(tool, strict=strict) for tool in ToolName)
 
 
 class DiagnosisAgent(FunctionAgent):
@@ -150,10 +168,13 @@ def _raw_arguments(
 
 
 def build_agent(llm: LLM, system_prompt: str, interceptor: ToolInterceptor) -> DiagnosisAgent:
+    """The run's agent; the tool schemas follow the LLM's ``strict`` flag (which is what marks
+    the definitions ``"strict": true`` in the request)."""
+    strict = getattr(llm, "strict", False) is True
     agent = DiagnosisAgent(
         name="diagnosis_agent",
         description="Evidence-bound incident diagnosis",
-        tools=list(tool_definitions()),
+        tools=list(tool_definitions(strict)),
         llm=llm,
         system_prompt=system_prompt,
         streaming=False,

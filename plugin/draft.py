@@ -8,10 +8,12 @@ refused with a stable defect. There is no repair, no extraction from prose and n
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Annotated, Literal, Self
+from functools import cache
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -23,6 +25,7 @@ from pydantic import (
 )
 
 from plugin.envelope import MAX_JSON_DEPTH, MAX_TOOL_CALL_ID_CHARS, json_too_deep
+from plugin.strict_schema import strict_schema
 
 __all__ = [
     "Confidence",
@@ -30,6 +33,7 @@ __all__ = [
     "DraftDefect",
     "DraftRejected",
     "draft_json_schema",
+    "draft_strict_schema",
     "parse_draft",
 ]
 
@@ -212,3 +216,18 @@ def parse_draft(text: str | None, *, max_bytes: int, ready_ids: Iterable[str]) -
 def draft_json_schema() -> str:
     """The generated JSON schema of the Draft, as given to the model in the system prompt."""
     return json.dumps(DiagnosisDraft.model_json_schema(), ensure_ascii=False, indent=1)
+
+
+@cache
+def _strict_draft_schema() -> dict[str, Any]:
+    return strict_schema(DiagnosisDraft.model_json_schema())
+
+
+def draft_strict_schema() -> dict[str, Any]:
+    """The Draft schema within OpenAI's strict subset (``response_format`` under
+    ``DIAG_STRUCTURED_OUTPUT=json_schema``); generated once per process, a copy each call.
+
+    Bounds the subset cannot carry (string lengths, list sizes, non-blank text) and the rules
+    across fields are left to ``parse_draft``: the schema only shapes the model's output.
+    """
+    return copy.deepcopy(_strict_draft_schema())

@@ -2,6 +2,13 @@
 
 The raw argument string is parsed here, never the framework's "repaired" dict: LlamaIndex turns
 ``{"query": "disk fu`` into ``{"query": None}`` and would run the tool with it.
+
+An explicit ``null`` for an OPTIONAL field (``previous_observation``, and business fields such as
+``contains``, ``level``, ``top_k``, ``limit``) means "absent": the default applies. That is how the
+strict tool schemas (``DIAG_STRUCTURED_OUTPUT=json_schema``) express an optional field — every
+field required, optional ones nullable — so the parser accepts exactly what they permit, whatever
+the setting, and an Envelope with explicit nulls is the same request as one without them. A null
+for a required field, unknown fields, wrong types and out-of-range values are still refused.
 """
 
 from __future__ import annotations
@@ -150,6 +157,30 @@ def _argument_text(raw: str | dict[str, object]) -> str:
     return text
 
 
+def _drop_optional_nulls(value: dict[str, object], model: type[BaseModel]) -> dict[str, object]:
+    fields = model.model_fields
+    return {
+        key: item
+        for key, item in value.items()
+        if not (item is None and key in fields and not fields[key].is_required())
+    }
+
+
+def _optional_nulls_dropped(
+    value: dict[str, object], input_model: type[BaseModel]
+) -> dict[str, object] | None:
+    """``value`` without the explicit nulls of optional fields (Envelope and business input),
+    or None when it has none (then the original text is validated as it is)."""
+    outer = _drop_optional_nulls(value, Envelope[input_model])  # type: ignore[valid-type]
+    business = outer.get("input")
+    inner = _drop_optional_nulls(business, input_model) if isinstance(business, dict) else None
+    if inner is not None and isinstance(business, dict) and len(inner) != len(business):
+        outer["input"] = inner
+    elif len(outer) == len(value):
+        return None
+    return outer
+
+
 def parse_envelope(raw: str | dict[str, object], input_model: type[InputT]) -> Envelope[InputT]:
     """Strictly parse raw tool arguments into ``Envelope[input_model]``.
 
@@ -165,6 +196,9 @@ def parse_envelope(raw: str | dict[str, object], input_model: type[InputT]) -> E
         raise EnvelopeError("arguments are not valid JSON") from exc
     if not isinstance(value, dict):
         raise EnvelopeError("arguments must be a JSON object")
+    cleaned = _optional_nulls_dropped(value, input_model)
+    if cleaned is not None:
+        text = json.dumps(cleaned, ensure_ascii=False)
     try:
         return Envelope[input_model].model_validate_json(text)  # type: ignore[valid-type]
     except ValidationError as exc:

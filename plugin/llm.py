@@ -6,6 +6,14 @@ decorator would otherwise turn one round into several HTTP requests), and every 
 server for ``parallel_tool_calls: false`` while keeping every call the server still returns, so
 that the extra ones can be answered with ``ONE_TOOL_PER_ROUND`` instead of vanishing.
 
+With ``DIAG_STRUCTURED_OUTPUT=json_schema`` (``build_llm(structured_output="json_schema")``)
+every request also carries the Draft's strict schema as ``response_format`` (through
+``additional_kwargs``, merged into every request body) and the tool definitions with
+``"strict": true`` (LlamaIndex's ``strict`` flag; the agent offers the strict Envelope schemas
+then). With ``off`` neither is sent: no ``response_format`` and no ``strict`` key at all (the
+framework would send ``"strict": false``, which some OpenAI-compatible servers refuse).
+Either way the strict Draft parser and the citation check decide.
+
 ``ModelRoundGate`` is a callback handler on the LLM's own CallbackManager. Its
 ``on_event_start`` runs before the HTTP request of every round: a failed check raises a typed
 ``BudgetStop`` there, so the request never reaches the server. ``on_event_end`` records usage
@@ -18,7 +26,7 @@ text, in a worker thread that neither the deadline nor a cancel can stop.
 from __future__ import annotations
 
 import json
-from typing import Any, TypeGuard
+from typing import Any, Literal, TypeGuard
 
 import httpx
 from llama_index.core.base.llms.types import ChatResponse, LLMMetadata, ToolCallBlock
@@ -29,9 +37,22 @@ from llama_index.core.llms.llm import ToolSelection
 from llama_index.llms.openai import OpenAI
 
 from plugin.context import RunContext
+from plugin.draft import draft_strict_schema
 from plugin.hooks import ModelRound
 
-__all__ = ["DiagnosisLLM", "ModelRoundGate", "OversizedResponse", "build_llm"]
+__all__ = [
+    "DRAFT_SCHEMA_NAME",
+    "DiagnosisLLM",
+    "ModelRoundGate",
+    "OversizedResponse",
+    "StructuredOutput",
+    "build_llm",
+    "draft_response_format",
+]
+
+StructuredOutput = Literal["off", "json_schema"]
+
+DRAFT_SCHEMA_NAME = "DiagnosisDraft"
 
 # Without reported usage, tokens are estimated from bytes (about 4 bytes a token, rounded up).
 _BYTES_PER_TOKEN = 4
@@ -88,6 +109,9 @@ class DiagnosisLLM(OpenAI):
         prepared: dict[str, Any] = super()._prepare_chat_with_tools(*args, **kwargs)
         if prepared.get("tools"):
             prepared["parallel_tool_calls"] = False
+            if not self.strict:
+                for spec in prepared["tools"]:
+                    spec.get("function", {}).pop("strict", None)
         return prepared
 
 
@@ -192,6 +216,14 @@ def _estimate_tokens(value: Any) -> int:
     return -(-len(text.encode("utf-8")) // _BYTES_PER_TOKEN)
 
 
+def draft_response_format() -> dict[str, Any]:
+    """The ``response_format`` asking for the Draft under OpenAI's strict structured output."""
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": DRAFT_SCHEMA_NAME, "strict": True, "schema": draft_strict_schema()},
+    }
+
+
 def build_llm(
     ctx: RunContext,
     *,
@@ -201,8 +233,10 @@ def build_llm(
     context_window: int,
     request_timeout: float,
     http_client: httpx.AsyncClient | None,
+    structured_output: StructuredOutput = "off",
 ) -> DiagnosisLLM:
     """One LLM per run, whose CallbackManager holds that run's gate."""
+    strict = structured_output == "json_schema"
     return DiagnosisLLM(
         model=model,
         api_base=api_base,
@@ -213,4 +247,6 @@ def build_llm(
         context_window=context_window,
         async_http_client=http_client,
         callback_manager=CallbackManager([ModelRoundGate(ctx)]),
+        strict=strict,
+        additional_kwargs={"response_format": draft_response_format()} if strict else None,
     )

@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     model_request_timeout_seconds: float = Field(
         default=60.0, gt=0, validation_alias="DIAG_MODEL_TIMEOUT_SECONDS"
     )
+    structured_output: Literal["off", "json_schema"] = Field(
+        default="off", validation_alias="DIAG_STRUCTURED_OUTPUT"
+    )
+    """``json_schema``: every model request asks for the Draft through ``response_format``
+    (strict) and sends the tool definitions with ``strict: true``; the strict parsers decide."""
 
     max_model_calls: int = Field(default=8, ge=1, validation_alias="DIAG_MAX_MODEL_CALLS")
     max_total_tokens: int = Field(default=60000, ge=1, validation_alias="DIAG_MAX_TOTAL_TOKENS")
