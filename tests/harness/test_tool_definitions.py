@@ -136,3 +136,28 @@ async def test_business_inputs_carry_the_contract_fields_and_bounds(
     assert set(props) == {"sql", "purpose"} and required == ["purpose", "sql"]
     assert _resolve(props["sql"], root)["type"] == "string"
     _string(_resolve(props["purpose"], root), 1, 200)
+
+
+async def test_json_schema_variant_offers_the_same_tools_and_fields(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    """Under ``DIAG_STRUCTURED_OUTPUT=json_schema`` the same three tools, descriptions and
+    fields are offered, each marked strict, every field required (test_structured_output.py
+    checks the strict subset itself)."""
+    default, _ = await _tools_sent(model_server, tmp_path)
+    server = await model_server(
+        [tool_step(call("call-1", "query_logs", LOGS_INPUT)), final_step(draft_json(["call-1"]))]
+    )
+    result = await harness(server, tmp_path, DIAG_STRUCTURED_OUTPUT="json_schema").diagnose(QUERY)
+    assert result.outcome.value == "DRAFT"
+    plain, strict = _by_name(default), _by_name(server.requests[0]["tools"])
+    assert sorted(strict) == TOOL_NAMES
+    for name, function in strict.items():
+        assert function["strict"] is True and "strict" not in plain[name]
+        assert function["description"] == plain[name]["description"]
+        root = function["parameters"]
+        props = _closed_object(root)
+        assert set(props) == {"previous_observation", "input"} == set(root["required"])
+        business = _resolve(props["input"], root)
+        default_business, _, _ = _input_of(plain[name])
+        assert set(_closed_object(business)) == set(default_business) == set(business["required"])
