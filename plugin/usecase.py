@@ -35,6 +35,7 @@ from plugin.errors import BudgetStop, RunStop, StopReason
 from plugin.hooks import HookSet, StepHook
 from plugin.interceptor import ToolInterceptor
 from plugin.llm import OversizedResponse, build_llm
+from plugin.logging_setup import bind_run_id
 from plugin.prompts import system_prompt
 from plugin.request import DiagnosisRequest, InputLimits, model_input
 from plugin.result import (
@@ -135,6 +136,7 @@ class Harness:
             asked_at=request.asked_at,
         )
         ctx.usage.bytes += len(message.encode("utf-8"))
+        bind_run_id(ctx.run_id)  # every log line of this run (and its tasks) carries run_id
         _log.info("run %s started (session %s)", ctx.run_id, ctx.session_id)
         try:
             result = await self._run_guarded(ctx, message)
@@ -318,8 +320,11 @@ def _classify_failure(ctx: RunContext, exc: BaseException) -> tuple[FailureCode,
         if isinstance(item, openai.APIStatusError):
             return FailureCode.MODEL_ERROR, f"HTTP_{item.status_code}"
         if isinstance(item, openai.APITimeoutError):
+            _log.error("model endpoint %s: no answer in time", _endpoint(item.request))
             return FailureCode.MODEL_ERROR, "TIMEOUT"
         if isinstance(item, openai.APIConnectionError):
+            _log.error("model endpoint %s unreachable (%s)", _endpoint(item.request),
+                       type(item.__cause__ or item).__name__)  # fmt: skip
             return FailureCode.MODEL_ERROR, "CONNECTION"
         if isinstance(item, openai.APIError):
             return FailureCode.MODEL_ERROR, "BAD_RESPONSE"
@@ -328,6 +333,12 @@ def _classify_failure(ctx: RunContext, exc: BaseException) -> tuple[FailureCode,
         return FailureCode.MODEL_ERROR, "BAD_RESPONSE"
     _log.error("run %s failed: %s", ctx.run_id, type(exc).__name__)
     return FailureCode.AGENT_ERROR, "UNCLASSIFIED"
+
+
+def _endpoint(request: httpx.Request) -> str:
+    """``host:port`` of the model endpoint: never the key, the user info or the path."""
+    url = request.url
+    return f"{url.host}:{url.port}" if url.port else url.host
 
 
 def _exception_chain(exc: BaseException) -> list[BaseException]:
