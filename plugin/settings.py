@@ -94,6 +94,9 @@ class Settings(BaseSettings):
         default=(), validation_alias="DIAG_ADMIN_CHANNELS"
     )
     max_concurrent_runs: int = Field(default=4, ge=1, validation_alias="DIAG_MAX_CONCURRENT_RUNS")
+    ops_port: int | None = Field(default=None, ge=1, le=65535, validation_alias="DIAG_OPS_PORT")
+    """Socket Mode: serve /healthz, /readyz and /metrics on this port (HTTP mode: the main
+    port)."""
     redis_url: SecretStr | None = Field(default=None, validation_alias="DIAG_REDIS_URL")
     audit_sink: str = Field(
         default="jsonl:./audit", validation_alias=AliasChoices("DIAG_AUDIT_SINK")

@@ -20,6 +20,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from plugin.metrics import Metrics
 from plugin.settings import Settings
 from plugin.slack.listeners import REPLAY_CALLBACK_ID, Listeners
 from plugin.slack.progress import StatusBudget
@@ -38,10 +39,12 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class PluginHandle:
-    """What ``register`` returns: the run manager, to drain and close on shutdown."""
+    """What ``register`` returns: the run manager, to drain and close on shutdown, and the
+    app's metrics (``metrics.render()`` is the Prometheus text ``GET /metrics`` serves)."""
 
     manager: RunManager
     listeners: Listeners
+    metrics: Metrics
 
     async def drain(self, timeout_seconds: float | None = None) -> None:
         await self.manager.drain(timeout_seconds)
@@ -68,18 +71,22 @@ def register(
     lock_ttl_seconds: float = DEFAULT_LOCK_TTL_SECONDS,
     status_budget: StatusBudget | None = None,
     replay: bool = False,
+    metrics: Metrics | None = None,
 ) -> PluginHandle:
     """Add this product's listeners to ``app``; the caller keeps running the app.
 
     ``status_budget`` is this process's share of Slack's ``chat.update`` tier per workspace
     (default 40 a minute plus a burst of 5): with several replicas, give each its share.
     ``replay=True`` marks every run this handle starts as a replay (``python -m plugin replay``).
+    ``metrics``: where runs and Slack events are counted (default: a registry of this
+    handle's own, never prometheus_client's global one).
     """
     from plugin.wiring import build_harness
 
     settings = settings or Settings()
     harness = harness or build_harness(settings)
     redis_url = settings.redis_url.get_secret_value() if settings.redis_url else None
+    metrics = metrics or Metrics()
     manager = RunManager(
         harness,
         settings,
@@ -88,8 +95,14 @@ def register(
         lock_ttl_seconds=lock_ttl_seconds,
         status_budget=status_budget,
         replay=replay,
+        hooks=[metrics.hook()],
+    )
+    metrics.watch(
+        in_flight=lambda: manager.in_flight,
+        queued=lambda: manager.queued,
+        audit_lost=lambda: manager.harness.audit_records_lost,
     )
     add_retry_handlers(app.client)
-    listeners = Listeners(manager, settings)
+    listeners = Listeners(manager, settings, on_event=metrics.slack_event)
     listeners.register(app)
-    return PluginHandle(manager=manager, listeners=listeners)
+    return PluginHandle(manager=manager, listeners=listeners, metrics=metrics)

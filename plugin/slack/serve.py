@@ -1,39 +1,129 @@
-"""``python -m plugin serve``: a standalone Slack app with this plugin mounted.
+"""``python -m plugin serve``: a standalone Slack app with this plugin mounted (CONTRACTS §8).
 
 Socket Mode (``AsyncSocketModeHandler``) when ``SLACK_APP_TOKEN`` is set and ``--http`` is not
-given; otherwise HTTP mode on ``--port`` at ``/slack/events`` with signature verification. On
-SIGINT/SIGTERM it stops taking events, drains the runs in flight (cancelling them after the
-run deadline) so that every outcome is still posted, then exits.
+given; otherwise HTTP mode on ``--port`` at ``/slack/events`` with signature verification.
+
+Start-up, in order:
+
+1. settings ``serve`` needs are checked: the bot token, the signing secret in HTTP mode, and
+   ``DIAG_ADMIN_CHANNELS`` (at least one channel ID such as ``C0123ABC``) → ``ConfigError``
+   (the command prints one line and exits 2);
+2. the operations endpoints answer (``/readyz`` 503 "starting"): on the main port in HTTP mode,
+   on ``DIAG_OPS_PORT`` in Socket Mode when it is set;
+3. the runbook index is warmed;
+4. Slack is reached: ``auth.test`` with the bot token (a refusal is a ``ConfigError``: exit 2),
+   then in Socket Mode ``apps.connections.open`` with the app token and the WebSocket. Each
+   failed attempt is one log line (what failed and why, never a traceback); attempts are
+   retried with a growing pause until ``connect_timeout_seconds`` (60 s) have passed, then the
+   process exits 1;
+5. ``/readyz`` answers 200.
+
+SIGTERM or SIGINT at any moment (also while starting or connecting) makes ``/readyz`` answer 503,
+stops taking events, drains the runs in flight (each ends by its own deadline; past the
+deadline plus 5 s they are cancelled and still post their outcome) and exits 0.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
+import re
+from collections.abc import Awaitable
+from enum import Enum
+from typing import Any
 
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.errors import ConfigError
+from plugin.ops import (
+    OpsServer,
+    OpsState,
+    Readiness,
+    add_ops_routes,
+    restore_signals,
+    stop_on_signals,
+)
 from plugin.settings import Settings
 from plugin.slack import PluginHandle, register
 from plugin.wiring import warm_up
 
-__all__ = ["build_app", "serve"]
+__all__ = [
+    "CONNECT_TIMEOUT_SECONDS",
+    "EXIT_NOT_CONNECTED",
+    "EXIT_OK",
+    "build_app",
+    "check_serve_settings",
+    "serve",
+]
 
 _log = logging.getLogger(__name__)
 
+EXIT_OK, EXIT_NOT_CONNECTED = 0, 1
+CONNECT_TIMEOUT_SECONDS = 60.0
+"""How long ``serve`` tries to reach Slack before it gives up with exit 1."""
+_ATTEMPT_SECONDS = 10.0
+"""One connection attempt at most (a Slack that does not answer is a failed attempt)."""
+_FIRST_PAUSE_SECONDS, _MAX_PAUSE_SECONDS, _MIN_ATTEMPT_SECONDS = 1.0, 10.0, 1.0
+_DRAIN_SLACK_SECONDS = 5.0
+_CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{4,20}")
+# auth.test answers that say nothing about the token: try again.
+_TRANSIENT = frozenset(
+    {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+)
+_MAX_REASON = 200
 
-def build_app(settings: Settings, *, socket_mode: bool) -> AsyncApp:
-    """The standalone AsyncApp: bot token, Web API base URL, signing secret for HTTP mode."""
+
+class _Connected(Enum):
+    YES = "connected"
+    STOPPED = "stopped"
+    TIMED_OUT = "timed out"
+
+
+class _NoTraceback(logging.Filter):
+    """The Socket Mode client logs its own connection failures with a traceback: keep the line,
+    drop the traceback (CONTRACTS §8: a clear line per attempt)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+def _socket_logger() -> logging.Logger:
+    logger = logging.getLogger("plugin.slack.socket_mode")
+    if not any(isinstance(f, _NoTraceback) for f in logger.filters):
+        logger.addFilter(_NoTraceback())
+    return logger
+
+
+def check_serve_settings(settings: Settings, *, socket_mode: bool) -> None:
+    """What ``serve`` needs beyond valid settings; a ``ConfigError`` names the setting."""
     if settings.slack_bot_token is None:
         raise ConfigError("SLACK_BOT_TOKEN is required to serve")
     if not socket_mode and settings.slack_signing_secret is None:
         raise ConfigError("SLACK_SIGNING_SECRET is required in HTTP mode")
+    channels = settings.admin_channels
+    if not channels:
+        raise ConfigError(
+            "DIAG_ADMIN_CHANNELS is empty: the bot would act nowhere; set comma-separated "
+            "channel IDs such as C0123ABC,G0123ABC"
+        )
+    bad = [c for c in channels if not _CHANNEL_ID.fullmatch(c)]
+    if bad:
+        shown = ", ".join(repr(c[:40]) for c in bad[:5])
+        raise ConfigError(
+            f"DIAG_ADMIN_CHANNELS: {shown} is not a channel ID (C or G then 4-20 capital "
+            "letters or digits, e.g. C0123ABC)"
+        )
+
+
+def build_app(settings: Settings, *, socket_mode: bool) -> AsyncApp:
+    """The standalone AsyncApp: bot token, Web API base URL, signing secret for HTTP mode."""
+    check_serve_settings(settings, socket_mode=socket_mode)
+    assert settings.slack_bot_token is not None
     token = settings.slack_bot_token.get_secret_value()
     client = (
         AsyncWebClient(token=token, base_url=settings.slack_api_url)
@@ -48,39 +138,221 @@ def build_app(settings: Settings, *, socket_mode: bool) -> AsyncApp:
     )
 
 
-def _stop_event() -> asyncio.Event:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    return stop
+def _slack_error(exc: SlackApiError) -> str:
+    error = exc.response.get("error") if exc.response is not None else None
+    return error if isinstance(error, str) and error else f"HTTP {exc.response.status_code}"
 
 
-async def _shutdown(handle: PluginHandle, settings: Settings) -> None:
-    _log.info("shutting down: draining %d run(s)", handle.manager.in_flight)
-    await handle.drain(timeout_seconds=settings.deadline_seconds + 5)
+def _reason(exc: BaseException) -> str:
+    """One line on why an attempt failed: Slack's error code or the network's, bounded."""
+    if isinstance(exc, SlackApiError):
+        return f"Slack answered {_slack_error(exc)}"
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"[:_MAX_REASON] if text else type(exc).__name__
+
+
+async def _until_stopped(work: Awaitable[Any], stop: asyncio.Event, seconds: float) -> bool:
+    """Run ``work``; False if ``stop`` was set first (``work`` is cancelled). Raises what
+    ``work`` raised, or ``TimeoutError`` after ``seconds``."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait(
+            {task, stopped}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        stopped.cancel()
+    if task in done:
+        task.result()
+        return True
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    if stop.is_set():
+        return False
+    raise TimeoutError
+
+
+class _Connector:
+    """Reaches Slack: ``auth.test``, then in Socket Mode the app token's WebSocket."""
+
+    def __init__(self, app: AsyncApp, handler: AsyncSocketModeHandler | None) -> None:
+        self._app = app
+        self._handler = handler
+        self.step = "auth.test"
+
+    async def attempt(self) -> None:
+        self.step = "auth.test"
+        try:
+            await self._app.client.auth_test()
+        except SlackApiError as exc:
+            error = _slack_error(exc)
+            if exc.response.status_code == 200 and error not in _TRANSIENT:
+                raise ConfigError(
+                    f"SLACK_BOT_TOKEN was refused by Slack's auth.test ({error})"
+                ) from None
+            raise
+        if self._handler is None:
+            return
+        self.step = "apps.connections.open (SLACK_APP_TOKEN)"
+        client = self._handler.client
+        response = await self._app.client.apps_connections_open(app_token=client.app_token)
+        client.wss_uri = response["url"]
+        self.step = "the Socket Mode WebSocket"
+        await self._handler.connect_async()  # type: ignore[no-untyped-call]
+
+    async def connect(self, stop: asyncio.Event, timeout_seconds: float) -> _Connected:
+        """Attempt until connected, stopped, or no further attempt fits in the bound."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_seconds
+        pause = _FIRST_PAUSE_SECONDS
+        attempt = 0
+        while not stop.is_set():
+            attempt += 1
+            bound = min(deadline - loop.time(), _ATTEMPT_SECONDS)
+            try:
+                if not await _until_stopped(self.attempt(), stop, bound):
+                    return _Connected.STOPPED
+                return _Connected.YES
+            except ConfigError:
+                raise
+            except Exception as exc:
+                why = f"no answer within {bound:.0f} s" if isinstance(exc, TimeoutError) else None
+                # The last attempt still gets a second of its own before the deadline.
+                wait = min(pause, deadline - loop.time() - _MIN_ATTEMPT_SECONDS)
+                _log.error(
+                    "Slack connection attempt %d failed at %s: %s; %s",
+                    attempt,
+                    self.step,
+                    why or _reason(exc),
+                    f"retrying in {wait:.1f} s" if wait > 0 else "no time left for another",
+                )
+            if wait <= 0:
+                return _Connected.TIMED_OUT
+            if not await _sleep_unless_stopped(stop, wait):
+                return _Connected.STOPPED
+            pause = min(pause * 2, _MAX_PAUSE_SECONDS)
+        return _Connected.STOPPED
+
+
+async def _sleep_unless_stopped(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep; False when ``stop`` was set meanwhile."""
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=max(seconds, 0.0))
+    except TimeoutError:
+        return True
+    return False
+
+
+class _Endpoints:
+    """Where the Slack app and the operations endpoints listen, for the process's lifetime."""
+
+    def __init__(
+        self, app: AsyncApp, ops: OpsState, settings: Settings, *, socket_mode: bool, port: int
+    ) -> None:
+        self._runner: web.AppRunner | None = None
+        self._ops_server: OpsServer | None = None
+        self._port = port
+        if not socket_mode:
+            web_app = app.web_app(path="/slack/events", port=port)
+            add_ops_routes(web_app, ops)
+            self._runner = web.AppRunner(web_app, access_log=None)
+        elif settings.ops_port is not None:
+            self._ops_server = OpsServer(ops, settings.ops_port)
+
+    async def start(self) -> None:
+        """Listen; a port that is taken (or not ours to bind) is a ``ConfigError``."""
+        if self._runner is not None:
+            await self._runner.setup()
+            try:  # a server listens on all interfaces
+                await web.TCPSite(self._runner, "0.0.0.0", self._port).start()
+            except OSError as exc:
+                raise ConfigError(f"--port {self._port}: cannot listen ({exc.strerror})") from None
+            _log.info("HTTP on port %d: /slack/events, /healthz, /readyz, /metrics", self._port)
+        if self._ops_server is not None:
+            try:
+                await self._ops_server.start()
+            except OSError as exc:
+                raise ConfigError(
+                    f"DIAG_OPS_PORT {self._ops_server.port}: cannot listen ({exc.strerror})"
+                ) from None
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._ops_server is not None:
+            await self._ops_server.stop()
+
+
+async def _shutdown(
+    handle: PluginHandle,
+    settings: Settings,
+    ops: OpsState,
+    handler: AsyncSocketModeHandler | None,
+) -> None:
+    """Stop taking events, drain the runs in flight, release everything."""
+    ops.readiness = Readiness.DRAINING
+    if handler is not None:
+        await handler.close_async()  # type: ignore[no-untyped-call]
+    in_flight = handle.manager.in_flight
+    if in_flight:
+        _log.info("shutting down: draining %d run(s)", in_flight)
+    await handle.drain(timeout_seconds=settings.deadline_seconds + _DRAIN_SLACK_SECONDS)
     await handle.close()
 
 
-async def serve(settings: Settings, *, http: bool, port: int) -> None:
-    socket_mode = settings.slack_app_token is not None and not http
-    app = build_app(settings, socket_mode=socket_mode)
-    handle = register(app, settings)
-    await warm_up(handle.manager.harness)
-    stop = _stop_event()
-    if socket_mode:
-        assert settings.slack_app_token is not None
-        handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value())
-        await handler.connect_async()  # type: ignore[no-untyped-call]
-        _log.info("serving over Socket Mode")
-        await stop.wait()
-        await handler.close_async()  # type: ignore[no-untyped-call]
-    else:
-        runner = web.AppRunner(app.web_app(path="/slack/events", port=port), access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "0.0.0.0", port).start()  # a server listens on all interfaces
-        _log.info("serving HTTP on port %d at /slack/events", port)
-        await stop.wait()
-        await runner.cleanup()
-    await _shutdown(handle, settings)
+async def _run(
+    handle: PluginHandle,
+    connector: _Connector,
+    ops: OpsState,
+    stop: asyncio.Event,
+    connect_timeout_seconds: float,
+) -> int:
+    """Warm up, connect, serve until a signal; the exit code."""
+    if not await _until_stopped(warm_up(handle.manager.harness), stop, float("inf")):
+        return EXIT_OK
+    connected = await connector.connect(stop, connect_timeout_seconds)
+    if connected is _Connected.TIMED_OUT:
+        _log.error("not connected to Slack within %g s: exiting", connect_timeout_seconds)
+        return EXIT_NOT_CONNECTED
+    if connected is _Connected.STOPPED:
+        _log.info("stopped before Slack was connected")
+        return EXIT_OK
+    ops.readiness = Readiness.READY
+    _log.info("connected to Slack: ready")
+    await stop.wait()
+    _log.info("stop signal received")
+    return EXIT_OK
+
+
+async def serve(
+    settings: Settings,
+    *,
+    http: bool,
+    port: int,
+    stop: asyncio.Event | None = None,
+    connect_timeout_seconds: float = CONNECT_TIMEOUT_SECONDS,
+) -> int:
+    """Run the Slack app until SIGTERM/SIGINT (or ``stop``); the process's exit code: 0 after a
+    clean drain, 1 when Slack could not be reached in time. Raises ``ConfigError`` (exit 2) for
+    settings ``serve`` cannot run with and for a bot token Slack refuses."""
+    stop = stop if stop is not None else stop_on_signals()
+    try:
+        socket_mode = settings.slack_app_token is not None and not http
+        app = build_app(settings, socket_mode=socket_mode)
+        handle = register(app, settings)
+        ops = OpsState(handle.metrics)
+        handler = None
+        if socket_mode:
+            assert settings.slack_app_token is not None
+            handler = AsyncSocketModeHandler(
+                app, settings.slack_app_token.get_secret_value(), logger=_socket_logger()
+            )
+        endpoints = _Endpoints(app, ops, settings, socket_mode=socket_mode, port=port)
+        try:
+            await endpoints.start()
+            return await _run(handle, _Connector(app, handler), ops, stop, connect_timeout_seconds)
+        finally:
+            await _shutdown(handle, settings, ops, handler)
+            await endpoints.stop()
+    finally:
+        restore_signals()

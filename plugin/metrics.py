@@ -1,0 +1,196 @@
+"""Prometheus metrics of one Slack app (CONTRACTS §8), in a registry of its own.
+
+Every ``register(app)`` gets its own ``Metrics`` (never prometheus_client's global registry), so
+several apps in one process, and tests, never share a series. Counted from:
+
+- the harness's step hooks (``MetricsHook``): one ``diag_runs_total{outcome,reason}`` and one
+  ``diag_run_duration_seconds`` observation per run, its model calls and tokens (from the run's
+  usage, as the Execution Result reports them) and each canonical tool invocation by tool and
+  status;
+- the Slack listeners (``slack_event``): every event accepted, ignored or declined, with why;
+- live gauges read at scrape time: runs in flight and queued, audit records lost.
+
+Every label value comes from a closed set (outcomes, stop reasons, failure codes, tool names,
+invocation statuses, the gate's reasons): the cardinality is bounded whatever Slack or the
+model sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.registry import Collector
+
+from plugin.errors import StopReason
+from plugin.hooks import StepHook
+from plugin.ledger import InvocationStatus
+from plugin.result import FailureCode, Outcome
+from tools.base import ToolName
+
+if TYPE_CHECKING:
+    from plugin.context import RunContext
+    from plugin.ledger import Invocation
+    from plugin.result import ExecutionResult
+
+__all__ = ["CONTENT_TYPE", "EventResult", "Metrics", "MetricsHook", "run_reason"]
+
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+"""The text exposition format every Prometheus version scrapes."""
+
+# Runs last from well under a second (a scripted model) to the deadline (120 s by default).
+_DURATION_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 90.0, 120.0, 180.0, 300.0)
+
+
+class EventResult(StrEnum):
+    """What the listeners did with a Slack event (the ``result`` label)."""
+
+    ACCEPTED = "accepted"
+    """A run was started (``reason``: the kind of event: MENTION, REPLAY) or a Cancel passed
+    on (CANCEL)."""
+    IGNORED = "ignored"
+    """Acknowledged and dropped on purpose (``reason``: the gate's reason)."""
+    DECLINED = "declined"
+    """Meant for us but not started (``reason``: STATE_UNAVAILABLE, NOT_STARTED — a busy
+    thread, a draining process — or the replay shortcut's refusal)."""
+
+
+def run_reason(result: ExecutionResult) -> str:
+    """The ``reason`` label of a run: the stop reason, the failure code, or for a Draft whether
+    it concluded."""
+    if result.outcome is Outcome.STOPPED and result.stop_reason is not None:
+        return result.stop_reason.value
+    if result.outcome is Outcome.FAILED and result.failure is not None:
+        return result.failure.code.value
+    if result.draft is not None and result.draft.conclusion is not None:
+        return "CONCLUDED"
+    return "NO_CONCLUSION"
+
+
+class _Live(Collector):
+    """Values owned elsewhere (the run manager, the audit writer), read at scrape time."""
+
+    def __init__(self) -> None:
+        self.in_flight: Callable[[], int] = lambda: 0
+        self.queued: Callable[[], int] = lambda: 0
+        self.audit_lost: Callable[[], int] = lambda: 0
+
+    def collect(self) -> Iterable[Metric]:
+        yield GaugeMetricFamily(
+            "diag_runs_in_flight",
+            "Runs started and not finished (including those queued for a slot).",
+            value=self.in_flight(),
+        )
+        yield GaugeMetricFamily(
+            "diag_runs_queued", "Runs waiting for a concurrency slot.", value=self.queued()
+        )
+        yield CounterMetricFamily(
+            "diag_audit_records_lost",
+            "Audit records not written (sink failed or too slow, queue full, closed).",
+            value=self.audit_lost(),
+        )
+
+
+class Metrics:
+    """The metrics of one app; ``render()`` is what ``GET /metrics`` answers."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.runs = Counter(
+            "diag_runs", "Runs ended, by outcome and reason.", ["outcome", "reason"], registry=r
+        )
+        self.run_duration = Histogram(
+            "diag_run_duration_seconds",
+            "Wall clock of a run, start to result.",
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.model_calls = Counter("diag_model_calls", "Model requests made by runs.", registry=r)
+        self.tokens = Counter(
+            "diag_tokens", "Model tokens used by runs (prompt, completion).", ["kind"], registry=r
+        )
+        self.tool_calls = Counter(
+            "diag_tool_calls",
+            "Canonical tool invocations, by tool and status (READY, ERROR, REJECTED).",
+            ["tool", "status"],
+            registry=r,
+        )
+        self.slack_events = Counter(
+            "diag_slack_events",
+            "Slack events handled, by result (accepted, ignored, declined) and reason.",
+            ["result", "reason"],
+            registry=r,
+        )
+        self._live = _Live()
+        r.register(self._live)
+        self._initialise()
+
+    def _initialise(self) -> None:
+        """Known series start at 0, so a rate() has a baseline before the first event."""
+        for kind in ("prompt", "completion"):
+            self.tokens.labels(kind=kind)
+        for tool in ToolName:
+            for status in InvocationStatus:
+                self.tool_calls.labels(tool=tool.value, status=status.value)
+        for draft_reason in ("CONCLUDED", "NO_CONCLUSION"):
+            self.runs.labels(outcome=Outcome.DRAFT.value, reason=draft_reason)
+        for stop in StopReason:
+            self.runs.labels(outcome=Outcome.STOPPED.value, reason=stop.value)
+        for code in FailureCode:
+            self.runs.labels(outcome=Outcome.FAILED.value, reason=code.value)
+
+    def watch(
+        self,
+        *,
+        in_flight: Callable[[], int],
+        queued: Callable[[], int],
+        audit_lost: Callable[[], int],
+    ) -> None:
+        """Where the live values are read (``register`` points them at its run manager)."""
+        self._live.in_flight, self._live.queued, self._live.audit_lost = (
+            in_flight,
+            queued,
+            audit_lost,
+        )
+
+    def hook(self) -> MetricsHook:
+        return MetricsHook(self)
+
+    def slack_event(self, result: EventResult, reason: str) -> None:
+        """One Slack event handled (the listeners' counting callback)."""
+        self.slack_events.labels(result=result.value, reason=reason).inc()
+
+    def run_ended(self, result: ExecutionResult) -> None:
+        self.runs.labels(outcome=result.outcome.value, reason=run_reason(result)).inc()
+        usage = result.usage
+        self.run_duration.observe(max(usage.elapsed_ms, 0) / 1000.0)
+        self.model_calls.inc(max(usage.model_calls, 0))
+        self.tokens.labels(kind="prompt").inc(max(usage.prompt_tokens, 0))
+        self.tokens.labels(kind="completion").inc(max(usage.completion_tokens, 0))
+
+    def tool_invoked(self, invocation: Invocation) -> None:
+        self.tool_calls.labels(
+            tool=ToolName(invocation.tool).value, status=invocation.status.value
+        ).inc()
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of this app's registry."""
+        return generate_latest(self.registry)
+
+
+class MetricsHook(StepHook):
+    """Counts a run's end and its tool invocations into ``Metrics``."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def on_tool_invocation(self, ctx: RunContext, invocation: Invocation) -> None:
+        self._metrics.tool_invoked(invocation)
+
+    def on_result(self, ctx: RunContext, result: ExecutionResult) -> None:
+        self._metrics.run_ended(result)
