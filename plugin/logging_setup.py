@@ -23,6 +23,7 @@ __all__ = [
     "THIRD_PARTY_LOGGERS",
     "JsonFormatter",
     "bind_run_id",
+    "build_handler",
     "configure_logging",
     "current_run_id",
 ]
@@ -84,21 +85,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
-def configure_logging(
-    level: str = "INFO", log_format: str = "text", *, stream: TextIO | None = None
-) -> None:
-    """(Re)configure the root logger: one stderr handler in the chosen format and level."""
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        if handler.get_name() == _HANDLER_NAME or isinstance(handler, logging.StreamHandler):
-            root.removeHandler(handler)
+def build_handler(log_format: str = "text", stream: TextIO | None = None) -> logging.Handler:
+    """A stream handler in the chosen format that tags records with the current run id."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.set_name(_HANDLER_NAME)
     handler.addFilter(_RunIdFilter())
-    handler.setFormatter(
-        JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT_FORMAT)
-    )
-    root.addHandler(handler)
+    formatter = JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT_FORMAT)
+    handler.setFormatter(formatter)
+    return handler
+
+
+def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
+    """(Re)configure the root logger: one stderr handler in the chosen format and level."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if handler.get_name() == _HANDLER_NAME:
+            root.removeHandler(handler)
+    root.addHandler(build_handler(log_format))
     numeric = logging.getLevelName(level.upper())
     root.setLevel(numeric if isinstance(numeric, int) else logging.INFO)
     quiet = logging.DEBUG if root.level <= logging.DEBUG else max(logging.WARNING, root.level)
