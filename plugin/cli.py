@@ -1,4 +1,4 @@
-"""Command line: ``python -m plugin diagnose|serve|replay|demo|check`` (CONTRACTS §1).
+"""Command line: ``python -m plugin diagnose|serve|replay|demo|check|eval`` (CONTRACTS §1).
 
 stdout carries exactly one JSON object (the Execution Result, or an ``error`` object); logs go
 to stderr. Exit codes: 0 a Draft or a controlled stop, 2 input rejected before any model call,
@@ -141,6 +141,24 @@ async def _demo(args: argparse.Namespace) -> int:
     return await run_demo(show_json=not args.text_only)
 
 
+async def _eval(args: argparse.Namespace) -> int:
+    from plugin.evaluation import EvalUsageError, run_eval
+
+    try:
+        return await run_eval(
+            args.paths,
+            settings=load_settings(),
+            replay=args.replay,
+            repeat=args.repeat,
+            out=args.out,
+            admin_dsn=args.mysql_admin_dsn,
+        )
+    except ConfigError as exc:
+        return _error(InputRejection.INVALID_SETTINGS.value, str(exc))
+    except EvalUsageError as exc:
+        return _error(InputRejection.INVALID_ARGUMENTS.value, str(exc))
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors end like every other refusal: one JSON ``error`` object on stdout, exit 2
     (the usage text goes to stderr)."""
@@ -179,6 +197,13 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--model", action="store_true", help="also probe the model endpoint")
     check.add_argument("--json", action="store_true", help="one JSON object for scripts")
     check.set_defaults(run=_check)
+    evaluate = commands.add_parser("eval", help="run evaluation cases, score them (§9)")
+    evaluate.add_argument("paths", nargs="+", metavar="PATH", help="case folder(s)")
+    evaluate.add_argument("--replay", action="store_true", help="each case's recorded cassettes")
+    evaluate.add_argument("--repeat", type=int, default=1, metavar="N")
+    evaluate.add_argument("--out", type=Path, metavar="FILE", help="write the JSON report")
+    evaluate.add_argument("--mysql-admin-dsn", metavar="DSN", help="throwaway DBs for MySQL cases")
+    evaluate.set_defaults(run=_eval)
     return parser
 
 
