@@ -1,8 +1,10 @@
 """A loopback OpenAI-compatible chat server that answers per conversation.
 
-Unlike ``plugin.model_replay.ScriptedModelServer`` (one script served in order), this fake can
-serve any number of interleaved or concurrent runs: the answer is decided by the number of tool
-messages already in the request body.
+Unlike the shipped ``plugin.doubles.scripted_model.ScriptedModelServer`` (one script served in
+order), this fake can serve any number of interleaved or concurrent runs: the answer is decided by
+the number of tool messages already in the request body. It reuses the shipped doubles for the
+loopback server (``LoopbackServer``) and the wire format (``ModelStep``, ``completion_body``); only
+the per-conversation script and the counters are bench-specific.
 
 * 0 tool messages → round 1: ``query_logs``
 * 1 tool message → round 2: ``lookup_knowledge`` carrying ``previous_observation`` for round 1
@@ -32,15 +34,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from aiohttp import web
 
-from plugin.loopback import serve_loopback
+from plugin.doubles.loopback import LoopbackServer
+from plugin.doubles.scripted_model import ModelStep, ToolCallSpec, completion_body
 
 _REPO = Path(__file__).resolve().parent.parent
 
-__all__ = ["FakeModelProcess", "FakeModelServer", "answer_for", "draft_text"]
+__all__ = ["FakeModelProcess", "FakeModelServer", "answer_for", "draft_text", "step_for"]
 
 LOGS_INPUT = {
     "service": "payment-api",
@@ -95,39 +98,37 @@ def _is_ready(content: Any) -> bool:
     return observation.get("evidence_status") == "READY"
 
 
-def answer_for(body: dict[str, Any]) -> dict[str, Any]:
-    """The assistant message for one request body (see the module docs)."""
+def step_for(body: dict[str, Any]) -> ModelStep:
+    """The scripted step answering one request body (see the module docs)."""
     messages: list[dict[str, Any]] = body.get("messages", [])
     user = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
     tools = [m for m in messages if m.get("role") == "tool"]
     if len(tools) == 0:
-        return _tool_message(_call_id(user, 1), "query_logs", {"input": LOGS_INPUT})
+        return _tool_step(_call_id(user, 1), "query_logs", {"input": LOGS_INPUT})
     if len(tools) == 1:
         arguments = {
             "previous_observation": {"tool_call_id": _call_id(user, 1), "evaluation": "GAINED"},
             "input": KNOWLEDGE_INPUT,
         }
-        return _tool_message(_call_id(user, 2), "lookup_knowledge", arguments)
+        return _tool_step(_call_id(user, 2), "lookup_knowledge", arguments)
     cited = [str(m.get("tool_call_id")) for m in tools if _is_ready(m.get("content"))]
-    return {"role": "assistant", "content": draft_text(cited)}
+    return ModelStep(content=draft_text(cited))
 
 
-def _tool_message(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
-            }
-        ],
-    }
+def answer_for(body: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message for one request body, as the wire carries it."""
+    message: dict[str, Any] = completion_body(step_for(body), 0, "bench-model")["choices"][0][
+        "message"
+    ]
+    return message
+
+
+def _tool_step(call_id: str, name: str, arguments: dict[str, Any]) -> ModelStep:
+    return ModelStep(tool_calls=(ToolCallSpec(id=call_id, name=name, arguments=arguments),))
 
 
 @dataclass
-class FakeModelServer:
+class FakeModelServer(LoopbackServer):
     """The per-conversation fake, in this event loop (``start``/``stop``)."""
 
     delay: float = 0.0
@@ -138,6 +139,8 @@ class FakeModelServer:
     _runner: web.AppRunner | None = None
     _port: int = 0
     _ids: int = field(default=0)
+    _handler_cancellation: ClassVar[bool] = True
+    _backlog: ClassVar[int] = 1024
 
     @property
     def base_url(self) -> str:
@@ -147,20 +150,12 @@ class FakeModelServer:
     def port(self) -> int:
         return self._port
 
-    async def start(self) -> Self:
+    def build_app(self) -> web.Application:
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_get("/stats", self._stats)
         app.router.add_get("/reset", self._reset)
-        self._runner, self._port = await serve_loopback(
-            app, handler_cancellation=True, backlog=1024
-        )
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        return app
 
     def stats(self) -> dict[str, float | int | None]:
         return {
@@ -187,25 +182,12 @@ class FakeModelServer:
             body = await request.json()
             if self.delay > 0:
                 await asyncio.sleep(self.delay)
-            message = answer_for(body)
+            step = step_for(body)
         finally:
             self.in_flight -= 1
         self._ids += 1
         return web.json_response(
-            {
-                "id": f"chatcmpl-{self._ids}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": str(body.get("model", "bench-model")),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "finish_reason": "tool_calls" if "tool_calls" in message else "stop",
-                    }
-                ],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-            }
+            completion_body(step, self._ids, str(body.get("model", "bench-model")))
         )
 
 

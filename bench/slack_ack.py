@@ -27,8 +27,8 @@ from bench.fake_model import FakeModelProcess
 from bench.loopmon import LoopMonitor
 from bench.scenario import bench_settings, fake_adapters
 from plugin.audit import JsonlAuditSink
+from plugin.doubles.recording_slack import RecordingSlackApi
 from plugin.slack import PluginHandle, register
-from plugin.slack.recording_api import RecordingSlackApi
 from plugin.usecase import Harness
 
 __all__ = ["run_slack_ack"]

@@ -87,12 +87,14 @@ async def run_knowledge(sizes: Sizes) -> list[Row]:
             elapsed, hit = await _timed_call(adapter, query)
             times.append(elapsed)
             hits += int(hit)
+        store = adapter.store
+        assert store is not None  # a folder was given
         refresh: list[float] = []
         for _ in range(min(50, len(queries))):
             started = time.perf_counter()
-            adapter.store.refresh()  # what every call does before searching (re-stat)
+            store.refresh()  # what every call does before searching (re-stat)
             refresh.append((time.perf_counter() - started) * 1000)
-        builds = adapter.store.builds
+        builds = store.builds
     return [
         Row(
             SECTION, f"lookup p50 on {sizes.knowledge_sections} sections",

@@ -1,7 +1,8 @@
 """The offline demo: the bundled incident, end to end, with a recorded model.
 
-The recorded model turns (a cassette under ``examples/incident/cassettes/``) are replayed by a
-local OpenAI-compatible server; everything else is the real product: the harness, the gate, the
+The recorded model turns (a cassette under ``examples/incident/cassettes/``, installed as
+``plugin.resources.incident``) are replayed by the shipped scripted model server
+(``plugin.doubles``); everything else is the real product: the harness, the gate, the
 interceptor, the three real tools on the bundled runbooks and logs, and the local MySQL when it
 is reachable (``scripts/setup_mysql.py`` creates it; ``DIAG_MYSQL_DSN`` overrides where).
 """
@@ -13,10 +14,10 @@ import sys
 from pathlib import Path
 
 from plugin.cli import EXIT_FAILED, exit_code, load_settings
-from plugin.model_replay import ModelStep, ScriptedModelServer, load_cassette
+from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer, load_cassette
 from plugin.render_text import render_text
 from plugin.request import DiagnosisRequest
-from plugin.settings import BUNDLED_INCIDENT, BUNDLED_KNOWLEDGE, BUNDLED_LOGS
+from plugin.resources import BUNDLED_CASSETTES, BUNDLED_KNOWLEDGE, BUNDLED_LOGS
 from plugin.wiring import build_harness
 from tools.base import AdapterCall, Ready
 from tools.mysql import MysqlAdapter
@@ -24,7 +25,7 @@ from tools.schemas import MysqlInput
 
 __all__ = ["DEMO_DSN", "run_demo"]
 
-CASSETTES = BUNDLED_INCIDENT / "cassettes"
+CASSETTES = BUNDLED_CASSETTES
 # The read-only account `scripts/setup_mysql.py --ro-password diag_ro_demo` creates.
 DEMO_DSN = "mysql://diag_ro:diag_ro_demo@127.0.0.1:3306/diag_demo"
 

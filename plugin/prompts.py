@@ -1,22 +1,24 @@
-"""Prompts are files under ``prompts/``, loaded by name; no prompt text lives in code."""
+"""Prompts are files under ``prompts/``, loaded by name; no prompt text lives in code.
+
+They are read through ``importlib.resources`` (installed as ``plugin.resources.prompts``).
+"""
 
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 
 from plugin.draft import draft_json_schema
+from plugin.resources import prompt_file
 
-__all__ = ["PROMPTS_DIR", "load_prompt", "system_prompt"]
+__all__ = ["load_prompt", "system_prompt"]
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 _SCHEMA_SLOT = "{{DRAFT_SCHEMA}}"
 
 
 @cache
 def load_prompt(name: str) -> str:
     """The text of ``prompts/<name>.md``."""
-    return (PROMPTS_DIR / f"{name}.md").read_text(encoding="utf-8")
+    return prompt_file(name).read_text(encoding="utf-8")
 
 
 @cache

@@ -15,11 +15,6 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-_REPO = Path(__file__).resolve().parent.parent
-BUNDLED_INCIDENT = _REPO / "examples" / "incident"
-BUNDLED_KNOWLEDGE = BUNDLED_INCIDENT / "runbooks"
-BUNDLED_LOGS = BUNDLED_INCIDENT / "logs"
-
 
 def _split_csv(value: object) -> object:
     if isinstance(value, str):
@@ -66,8 +61,11 @@ class Settings(BaseSettings):
     max_draft_bytes: int = Field(default=16384, ge=1, validation_alias="DIAG_MAX_DRAFT_BYTES")
     run_capacity_bytes: int = Field(default=65536, ge=1, validation_alias="DIAG_RUN_CAPACITY_BYTES")
 
-    knowledge_dir: Path = Field(default=BUNDLED_KNOWLEDGE, validation_alias="DIAG_KNOWLEDGE_DIR")
-    logs_source: str = Field(default=str(BUNDLED_LOGS), validation_alias="DIAG_LOGS_SOURCE")
+    knowledge_dir: Path | None = Field(default=None, validation_alias="DIAG_KNOWLEDGE_DIR")
+    """Unset: ``lookup_knowledge`` answers ``NOT_CONFIGURED`` (only ``demo``/``eval`` use the
+    bundled runbooks, ``plugin.resources.BUNDLED_KNOWLEDGE``)."""
+    logs_source: str | None = Field(default=None, validation_alias="DIAG_LOGS_SOURCE")
+    """Unset: ``query_logs`` answers ``NOT_CONFIGURED`` (a folder, or a Loki base URL)."""
     mysql_dsn: SecretStr | None = Field(default=None, validation_alias="DIAG_MYSQL_DSN")
     mysql_allowed_tables: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), validation_alias="DIAG_MYSQL_ALLOWED_TABLES"
@@ -167,7 +165,9 @@ class Settings(BaseSettings):
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
 
-    @field_validator("mysql_dsn", "redis_url", "openai_api_key", mode="before")
+    @field_validator(
+        "mysql_dsn", "redis_url", "openai_api_key", "knowledge_dir", "logs_source", mode="before"
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value

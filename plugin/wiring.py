@@ -16,7 +16,9 @@ __all__ = ["build_adapters", "build_harness", "warm_up"]
 
 
 def build_adapters(settings: Settings) -> dict[ToolName, EvidenceAdapter[Any]]:
-    """The three evidence adapters; an unset MySQL DSN yields ``NOT_CONFIGURED`` answers."""
+    """The three evidence adapters. An unset ``DIAG_MYSQL_DSN``, ``DIAG_KNOWLEDGE_DIR`` or
+    ``DIAG_LOGS_SOURCE`` yields ``NOT_CONFIGURED`` answers from that tool: nothing falls back to
+    the bundled demo data (only ``demo`` and ``eval`` point at it, explicitly)."""
     dsn = settings.mysql_dsn.get_secret_value() if settings.mysql_dsn is not None else None
     return {
         ToolName.LOOKUP_KNOWLEDGE: KnowledgeAdapter(

@@ -26,8 +26,10 @@ from urllib.parse import quote, unquote, urlsplit
 
 import pymysql
 
-_REPO = Path(__file__).resolve().parent.parent
-_DATA_DIR = _REPO / "examples" / "incident" / "mysql"
+from plugin.resources import BUNDLED_MYSQL
+
+# ``examples/incident/mysql``, found where the package is installed (wheel or editable).
+_DATA_DIR: Path = BUNDLED_MYSQL
 
 # The documented default allowlist: every business table but the credentials table.
 READ_ONLY_TABLES = ("orders", "payments", "deployments", "db_pool_metrics")
@@ -39,7 +41,7 @@ class SetupError(Exception):
 
 
 def _load_seed() -> ModuleType:
-    """Import ``seed.py`` by path (``examples`` is data, not an installed package)."""
+    """Import ``seed.py`` by path (the incident folder is data, not a package to import)."""
     spec = importlib.util.spec_from_file_location("diag_incident_seed", _DATA_DIR / "seed.py")
     if spec is None or spec.loader is None:
         raise SetupError(f"cannot load {_DATA_DIR / 'seed.py'}")

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import pytest
 
-from plugin.model_replay import ModelStep, ScriptedModelServer
+from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer
 from tests.mysql_db import mysql_ro_dsn
 
 __all__ = ["StartServer", "model_server", "mysql_ro_dsn"]

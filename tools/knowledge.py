@@ -462,13 +462,18 @@ class KnowledgeAdapter:
 
     def __init__(
         self,
-        knowledge_dir: Path,
+        knowledge_dir: Path | None,
         cache_dir: Path,
         *,
         segmenter: Segmenter = jieba_tokens,
         rescan_interval_seconds: float = 5.0,
     ) -> None:
-        self.store = KnowledgeStore(knowledge_dir, cache_dir, segmenter)
+        # No folder (DIAG_KNOWLEDGE_DIR unset): every lookup answers NOT_CONFIGURED.
+        self.store = (
+            KnowledgeStore(knowledge_dir, cache_dir, segmenter)
+            if knowledge_dir is not None
+            else None
+        )
         _JIEBA.cache_dir = _JIEBA.cache_dir or cache_dir / "jieba"
         self._lock = asyncio.Lock()
         # Re-scanning a large folder costs ~20 ms (bench); within this interval the last
@@ -482,7 +487,10 @@ class KnowledgeAdapter:
         return ToolName.LOOKUP_KNOWLEDGE
 
     async def invoke(self, call: AdapterCall[KnowledgeInput]) -> AdapterResult:
-        """Find the ``top_k`` best sections; an unreadable folder is ``UNAVAILABLE``."""
+        """Find the ``top_k`` best sections; an unreadable folder is ``UNAVAILABLE``; no folder
+        configured is ``NOT_CONFIGURED``."""
+        if self.store is None:
+            return Failed(AdapterErrorCode.NOT_CONFIGURED)
         try:
             index = await self._index()
         except OSError as exc:
@@ -503,7 +511,7 @@ class KnowledgeAdapter:
         if self._fresh():
             return self._current
         async with self._lock:
-            if not self._fresh():
+            if not self._fresh() and self.store is not None:
                 self._current = await asyncio.to_thread(self.store.refresh)
                 self._checked_at = time.monotonic()
             return self._current

@@ -3,7 +3,7 @@
 The adapter (:class:`LogsAdapter`) only projects; a :class:`LogSource` does the searching and
 reports failures as :class:`LogSourceError` carrying a stable code, never backend text.
 :func:`build_log_source` picks the source from ``DIAG_LOGS_SOURCE``: an ``http(s)://`` value is
-a Loki base URL, anything else a folder.
+a Loki base URL, anything else a folder; unset, every query answers ``NOT_CONFIGURED``.
 
 Folder layout (:class:`JsonlLogSource`)::
 
@@ -559,8 +559,21 @@ class LokiLogSource:
             self._session = None
 
 
-def build_log_source(logs_source: str) -> LogSource:
-    """``http(s)://…`` is a Loki base URL; anything else is a folder in the layout above."""
+class UnconfiguredLogSource:
+    """``DIAG_LOGS_SOURCE`` unset: every query answers ``NOT_CONFIGURED`` (never demo data)."""
+
+    async def search(self, q: LogsInput) -> LogPage:
+        raise LogSourceError(AdapterErrorCode.NOT_CONFIGURED)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def build_log_source(logs_source: str | None) -> LogSource:
+    """``http(s)://…`` is a Loki base URL; anything else is a folder in the layout above; unset
+    (``None`` or blank) is :class:`UnconfiguredLogSource`."""
+    if logs_source is None or not logs_source.strip():
+        return UnconfiguredLogSource()
     if re.match(r"(?i)https?://", logs_source):
         return LokiLogSource(logs_source)
     return JsonlLogSource(Path(logs_source))

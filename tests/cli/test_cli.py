@@ -148,8 +148,7 @@ async def test_unset_knowledge_dir_and_logs_source_answer_not_configured(
                     "call-2",
                     "lookup_knowledge",
                     {"query": "db pool exhausted"},
-                    previous=("call-1", "NO_GAIN"),
-                )
+                )  # an ERROR observation is never evaluated
             ),
             final_step(draft_json(conclusion=False)),
         ]

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from plugin.audit import JsonlAuditSink
-from plugin.model_replay import ModelStep, ScriptedModelServer, ToolCallSpec
+from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer, ToolCallSpec
 from plugin.settings import Settings
 from plugin.usecase import Harness
 from tools.base import AdapterCall, AdapterResult, Ready, ToolName

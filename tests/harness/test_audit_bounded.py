@@ -27,8 +27,8 @@ import pytest
 
 from plugin.audit import AuditSink, AuditWriter, JsonlAuditSink, MysqlAuditSink
 from plugin.request import DiagnosisRequest
+from plugin.resources import BUNDLED_LOGS
 from plugin.result import Outcome
-from plugin.settings import BUNDLED_LOGS
 from plugin.usecase import Harness
 from tests.audit_support import (
     audit_database,

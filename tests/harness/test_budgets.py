@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from plugin.doubles.scripted_model import ModelStep
 from plugin.errors import StopReason
-from plugin.model_replay import ModelStep
 from plugin.request import DiagnosisRequest
 from plugin.result import Outcome
 from tests.conftest import StartServer

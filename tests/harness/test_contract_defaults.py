@@ -72,15 +72,6 @@ CONTRACT_DEFAULTS: dict[str, Expectation] = {
     "DIAG_OPS_PORT": None,
 }
 
-# Rows whose current default is known to differ from the contract and belongs to a later issue
-# (packaging: the bundled example data must not be the production default). Strict: once fixed,
-# the marker must go.
-KNOWN_MISMATCHES = {
-    "DIAG_KNOWLEDGE_DIR": "defaults to the bundled example runbooks; the contract says unset",
-    "DIAG_LOGS_SOURCE": "defaults to the bundled example logs; the contract says unset",
-}
-
-
 def _aliases(alias: object) -> tuple[str, ...]:
     if isinstance(alias, str):
         return (alias,)
@@ -119,18 +110,7 @@ def empty_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
     return Settings(_env_file=None)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISMATCHES[name])
-            if name in KNOWN_MISMATCHES
-            else (),
-        )
-        for name in CONTRACT_DEFAULTS
-    ],
-)
+@pytest.mark.parametrize("name", list(CONTRACT_DEFAULTS))
 def test_contract_default(name: str, empty_settings: Settings) -> None:
     field_name = _field_for(name)
     if field_name is None:

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
 from plugin.envelope import MAX_JSON_DEPTH, json_too_deep
 from plugin.errors import StopReason
-from plugin.model_replay import ModelStep, ToolCallSpec
 from plugin.request import DiagnosisRequest
 from plugin.result import FailureCode, Outcome
 from tests.conftest import StartServer

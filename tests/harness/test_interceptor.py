@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from plugin.doubles.scripted_model import ToolCallSpec
 from plugin.errors import StopReason
-from plugin.model_replay import ToolCallSpec
 from plugin.request import DiagnosisRequest
 from plugin.result import Outcome
 from tests.conftest import StartServer

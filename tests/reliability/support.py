@@ -19,8 +19,8 @@ from typing import Any, Self
 from aiohttp import web
 
 from plugin.audit import JsonlAuditSink
-from plugin.loopback import serve_loopback
-from plugin.model_replay import ModelStep, ScriptedModelServer, completion_body
+from plugin.doubles.loopback import serve_loopback
+from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer, completion_body
 from plugin.request import DiagnosisRequest
 from plugin.result import ExecutionResult, Outcome
 from plugin.settings import Settings

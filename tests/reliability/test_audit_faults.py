@@ -29,8 +29,8 @@ import aiohttp
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
-from plugin.model_replay import ModelStep
-from plugin.slack.recording_api import RecordingSlackApi
+from plugin.doubles.recording_slack import RecordingSlackApi
+from plugin.doubles.scripted_model import ModelStep
 from tests.audit_support import (
     audit_database,
     audit_file_names,

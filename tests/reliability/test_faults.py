@@ -20,9 +20,9 @@ import pytest
 from aiohttp import web
 
 from plugin.context import RunContext
+from plugin.doubles.scripted_model import ModelStep
 from plugin.hooks import StepHook
 from plugin.ledger import Invocation
-from plugin.model_replay import ModelStep
 from plugin.request import DiagnosisRequest
 from plugin.result import FailureCode, Outcome
 from plugin.wiring import build_adapters

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from plugin.context import RunContext
+from plugin.doubles.scripted_model import ModelStep
 from plugin.errors import StopReason
 from plugin.hooks import ModelRound, StepHook
-from plugin.model_replay import ModelStep
 from plugin.request import DiagnosisRequest
 from plugin.result import ExecutionResult, Outcome
 from tests.harness.support import LOGS_INPUT, ScriptedAdapter, adapters, call, tool_step

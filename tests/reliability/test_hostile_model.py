@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
 from plugin.errors import StopReason
-from plugin.model_replay import ModelStep, ToolCallSpec
 from plugin.result import FailureCode, Outcome
 from tests.conftest import StartServer
 from tests.harness.support import (

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from plugin.model_replay import ModelStep
+from plugin.doubles.scripted_model import ModelStep
 from plugin.request import DiagnosisRequest
 from plugin.result import ExecutionResult, Outcome
 from tests.harness.support import adapters, call, draft_json, final_step, tool_step

@@ -25,9 +25,9 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.audit import JsonlAuditSink
-from plugin.model_replay import ScriptedModelServer
+from plugin.doubles.recording_slack import RecordingSlackApi
+from plugin.doubles.scripted_model import ScriptedModelServer
 from plugin.slack import PluginHandle, StatusBudget, register
-from plugin.slack.recording_api import RecordingSlackApi
 from plugin.slack.state import DEFAULT_NAMESPACE
 from plugin.usecase import Harness
 from tests.harness.support import adapters, settings_for

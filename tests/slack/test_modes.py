@@ -15,8 +15,8 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.audit import JsonlAuditSink
+from plugin.doubles.recording_slack import RecordingSlackApi
 from plugin.slack import register
-from plugin.slack.recording_api import RecordingSlackApi
 from plugin.usecase import Harness
 from tests.conftest import StartServer
 from tests.harness.support import adapters, draft_json, final_step, settings_for

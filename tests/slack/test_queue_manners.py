@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from plugin.model_replay import ModelStep
+from plugin.doubles.scripted_model import ModelStep
 from plugin.slack.progress import StatusBudget, TokenBucket
 from plugin.slack.runs import BUSY
 from tests.conftest import StartServer

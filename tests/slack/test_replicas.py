@@ -12,7 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 import plugin
-from plugin.model_replay import ModelStep
+from plugin.doubles.scripted_model import ModelStep
 from plugin.slack.state import Lease, MemoryState, RedisState, SharedState
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, tool_step

@@ -16,8 +16,8 @@ from pathlib import Path
 import aiohttp
 from slack_sdk.signature import SignatureVerifier
 
-from plugin.model_replay import ModelStep
-from plugin.slack.recording_api import RecordingSlackApi
+from plugin.doubles.recording_slack import RecordingSlackApi
+from plugin.doubles.scripted_model import ModelStep
 from tests.conftest import StartServer
 from tests.harness.support import draft_json
 from tests.slack.support import ADMIN, BOT_TOKEN, SIGNING_SECRET

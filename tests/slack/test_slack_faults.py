@@ -11,7 +11,7 @@ import os
 import resource
 from pathlib import Path
 
-from plugin.model_replay import ModelStep
+from plugin.doubles.scripted_model import ModelStep
 from tests.conftest import StartServer
 from tests.harness.support import audit_records, draft_json, final_step
 from tests.slack.support import BOT_TOKEN, SIGNING_SECRET, SlackRig, slack_rig

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from plugin.model_replay import ModelStep
+from plugin.doubles.scripted_model import ModelStep
 from plugin.slack.replay import replay_envelope
 from plugin.slack.runs import BUSY, UNAVAILABLE
 from plugin.slack.state import DEFAULT_NAMESPACE

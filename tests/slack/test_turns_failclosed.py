@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from slack_bolt.authorization import AuthorizeResult
 
-from plugin.slack.recording_api import BOT_ID, BOT_USER_ID
+from plugin.doubles.recording_slack import BOT_ID, BOT_USER_ID
 from plugin.slack.replay import ReplayError, replay_envelope
 from tests.conftest import StartServer
 from tests.harness.support import draft_json, final_step, settings_for

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from plugin.settings import BUNDLED_KNOWLEDGE
+from plugin.resources import BUNDLED_KNOWLEDGE
 from tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
 from tools.knowledge import (
     SNIPPET_CHARS,

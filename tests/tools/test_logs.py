@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from plugin.settings import BUNDLED_LOGS
+from plugin.resources import BUNDLED_LOGS
 from tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
 from tools.logs import (
     MAX_LINE_BYTES,

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Self
 
 from aiohttp import web
 
-from plugin.loopback import LoopbackServer
+from plugin.doubles.loopback import LoopbackServer
 
 __all__ = [
     "ModelStep",

@@ -30,13 +30,14 @@ class LoopbackServer:
     _runner: web.AppRunner | None = None
     _port: int = 0
     _handler_cancellation: ClassVar[bool] = False
+    _backlog: ClassVar[int] = 128
 
     def build_app(self) -> web.Application:
         raise NotImplementedError
 
     async def start(self) -> Self:
         self._runner, self._port = await serve_loopback(
-            self.build_app(), handler_cancellation=self._handler_cancellation
+            self.build_app(), handler_cancellation=self._handler_cancellation, backlog=self._backlog
         )
         return self
 

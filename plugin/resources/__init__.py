@@ -1,0 +1,55 @@
+"""Data the product ships: the prompts, the Slack app manifest and the bundled demo incident.
+
+In the repository they stay at the top level (``prompts/``, ``examples/incident/``,
+``manifest.yaml``); the build maps them into this package (``[tool.setuptools.package-dir]`` in
+pyproject: ``plugin.resources.prompts`` is ``prompts/``, ``plugin.resources.incident`` is
+``examples/incident/``; ``manifest.yaml`` here links to the top-level file), so a wheel, an sdist
+build and the editable install all find them through ``importlib.resources``, never through a
+path relative to the source tree.
+
+The bundled incident is demo data: only ``demo`` (and ``eval``) point the tools at it. Unset
+``DIAG_KNOWLEDGE_DIR`` / ``DIAG_LOGS_SOURCE`` mean ``NOT_CONFIGURED``, never the demo data.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+__all__ = [
+    "BUNDLED_CASSETTES",
+    "BUNDLED_INCIDENT",
+    "BUNDLED_KNOWLEDGE",
+    "BUNDLED_LOGS",
+    "BUNDLED_MYSQL",
+    "manifest_text",
+    "prompt_file",
+]
+
+_PROMPTS = "plugin.resources.prompts"
+_INCIDENT = "plugin.resources.incident"
+
+
+def _on_disk(resource: Traversable, what: str) -> Path:
+    """The resource as a real folder (the tools read folders); installs are unpacked on disk."""
+    if isinstance(resource, Path) and resource.is_dir():
+        return resource
+    raise RuntimeError(f"the bundled {what} is not an unpacked folder: {resource}")
+
+
+def prompt_file(name: str) -> Traversable:
+    """``prompts/<name>.md`` as installed."""
+    return files(_PROMPTS) / f"{name}.md"
+
+
+def manifest_text() -> str:
+    """The Slack app manifest (``manifest.yaml``) as installed."""
+    return (files(__name__) / "manifest.yaml").read_text(encoding="utf-8")
+
+
+BUNDLED_INCIDENT: Path = _on_disk(files(_INCIDENT), "incident")
+BUNDLED_KNOWLEDGE: Path = BUNDLED_INCIDENT / "runbooks"
+BUNDLED_LOGS: Path = BUNDLED_INCIDENT / "logs"
+BUNDLED_CASSETTES: Path = BUNDLED_INCIDENT / "cassettes"
+BUNDLED_MYSQL: Path = BUNDLED_INCIDENT / "mysql"

@@ -1,0 +1,1 @@
+"""Prompt files. Installed as the data package ``plugin.resources.prompts`` (see pyproject)."""

@@ -1,0 +1,279 @@
+"""The wheel runs anywhere: built from the sdist, installed into a fresh venv outside the checkout.
+
+The checkout's files (git's view: tracked and untracked-but-not-ignored) are copied to a temporary
+folder, an sdist is built there, and the wheel is built from the unpacked sdist (as ``python -m
+build`` does), offline (``--no-build-isolation``: the checkout venv's setuptools). The wheel goes
+into a fresh venv created outside the checkout; to stay fast and offline, that venv sees the
+already installed dependencies through one ``.pth`` line naming a folder of links to the checkout
+venv's site-packages entries, without this project's own editable finder and metadata (and a
+``.pth`` file inside a folder named by a ``.pth`` line is never processed anyway). Then, from an
+empty folder, with no ``PYTHONPATH`` and no ``DIAG_*`` settings: ``sre-diag demo``, ``sre-diag
+diagnose`` against the shipped scripted model server, ``sre-diag replay`` of a recorded event,
+and ``import plugin; from plugin import register`` — all from the venv, not the checkout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from plugin.doubles.scripted_model import ScriptedModelServer
+from tests.harness.support import call, draft_json, final_step, tool_step
+
+pytestmark = pytest.mark.packaging
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_TIMEOUT = 300
+RUN_TIMEOUT = 120
+W = {"start": "2026-11-28T10:00:00Z", "end": "2026-11-28T10:30:00Z"}
+# Left out of the copy the sdist is built from: this project's build products.
+_OWN = ("sre_diag", "__editable__", "__pycache__")
+
+
+@dataclass(frozen=True)
+class Installed:
+    root: Path
+    venv: Path
+    wheel: Path
+    sdist: Path
+    build_seconds: float
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    @property
+    def script(self) -> Path:
+        return self.venv / "bin" / "sre-diag"
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False
+    )
+    assert done.returncode == 0, f"{args}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def _copy_checkout(target: Path) -> None:
+    """The files git would put in a release: tracked and untracked-but-not-ignored."""
+    listed = _run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], REPO)
+    for rel in sorted(set(filter(None, listed.split("\0")))):
+        source, dest = REPO / rel, target / rel
+        if not source.is_symlink() and not source.is_file():
+            continue  # deleted in the working tree, not yet committed
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            dest.symlink_to(os.readlink(source))
+        else:
+            dest.write_bytes(source.read_bytes())
+
+
+def _dependencies_folder(target: Path) -> Path:
+    """Links to every entry of this venv's site-packages except this project's own."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    target.mkdir()
+    for entry in site.iterdir():
+        if not entry.name.startswith(_OWN) and not entry.name.endswith(".pth"):
+            (target / entry.name).symlink_to(entry)
+    return target
+
+
+def _clean_env(venv: Path, **extra: str) -> dict[str, str]:
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("DIAG_", "OPENAI_", "SLACK_", "PYTHON", "VIRTUAL_ENV"))
+    }
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    started = time.monotonic()
+    root = tmp_path_factory.mktemp("wheel").resolve()
+    assert not root.is_relative_to(REPO)
+    source = root / "source"
+    _copy_checkout(source)
+    dist = root / "dist"
+    build_sdist = (
+        "import sys; from setuptools import build_meta as b; print(b.build_sdist(sys.argv[1]))"
+    )
+    name = _run([sys.executable, "-c", build_sdist, str(dist)], source).strip().splitlines()[-1]
+    sdist = dist / name
+    with tarfile.open(sdist) as archive:
+        archive.extractall(root / "unpacked", filter="data")
+    (unpacked,) = (root / "unpacked").iterdir()
+    _run(
+        [sys.executable, "-m", "pip", "wheel", str(unpacked), "--no-deps", "--no-build-isolation",
+         "--no-index", "-q", "-w", str(dist)],
+        root,
+    )  # fmt: skip
+    (wheel,) = dist.glob("*.whl")
+    venv = root / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], root)
+    venv_site = Path(
+        _run(
+            [str(venv / "bin" / "python"), "-c",
+             "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            root,
+        ).strip()
+    )  # fmt: skip
+    deps = _dependencies_folder(root / "deps")
+    (venv_site / "checkout_dependencies.pth").write_text(f"{deps}\n", encoding="utf-8")
+    _run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", "--no-index", "-q",
+         "--disable-pip-version-check", str(wheel)],
+        root, env=_clean_env(venv),
+    )  # fmt: skip
+    yield Installed(root, venv, wheel, sdist, time.monotonic() - started)
+
+
+@pytest.fixture
+def empty_dir(installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("empty").resolve()
+    assert not folder.is_relative_to(REPO) and not any(folder.iterdir())
+    return folder
+
+
+async def _sre_diag(
+    installed: Installed, cwd: Path, *args: str, **env: str
+) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        str(installed.script),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_clean_env(installed.venv, **env),
+        cwd=cwd,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=RUN_TIMEOUT)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+def _installed_path(installed: Installed, cwd: Path, expression: str) -> Path:
+    code = f"import plugin.resources as r; print({expression})"
+    return Path(_run([str(installed.python), "-c", code], cwd, _clean_env(installed.venv)).strip())
+
+
+def test_the_wheel_carries_every_module_and_the_data(installed: Installed) -> None:
+    names = set(zipfile.ZipFile(installed.wheel).namelist())
+    for package in ("plugin", "tools"):
+        for module in (REPO / package).rglob("*.py"):
+            rel = module.relative_to(REPO).as_posix()
+            assert rel in names or "__pycache__" in rel, f"{rel} is not in the wheel"
+    prompts = {p.name for p in (REPO / "prompts").glob("*.md")}
+    assert {f"plugin/resources/prompts/{p}" for p in prompts} <= names
+    incident = REPO / "examples" / "incident"
+    for pattern in ("runbooks/*.md", "logs/*/*/*.jsonl", "cassettes/*.json", "mysql/*.sql"):
+        files = {p.relative_to(incident).as_posix() for p in incident.glob(pattern)}
+        assert files and {f"plugin/resources/incident/{f}" for f in files} <= names, pattern
+    assert "plugin/resources/incident/mysql/seed.py" in names
+    assert "plugin/resources/manifest.yaml" in names
+    print(f"\nwheel built and installed in {installed.build_seconds:.1f} s")
+
+
+def test_the_sdist_carries_prompts_incident_and_manifest(installed: Installed) -> None:
+    with tarfile.open(installed.sdist) as archive:
+        members = {m.name.split("/", 1)[1] for m in archive.getmembers() if "/" in m.name}
+    assert "manifest.yaml" in members and "pyproject.toml" in members
+    assert "prompts/diagnosis_system.zh.md" in members
+    assert "examples/incident/runbooks/db-connection-pool.en.md" in members
+    assert "examples/incident/cassettes/with-mysql.json" in members
+    assert "examples/incident/mysql/schema.sql" in members
+
+
+def test_the_package_imports_from_the_venv(installed: Installed, empty_dir: Path) -> None:
+    code = "import plugin; from plugin import register; print(plugin.__file__, register.__module__)"
+    out = _run([str(installed.python), "-c", code], empty_dir, _clean_env(installed.venv))
+    location, module = out.split()
+    assert Path(location).resolve().is_relative_to(installed.venv.resolve()), location
+    assert not Path(location).resolve().is_relative_to(REPO)
+    assert module == "plugin.slack"
+    for name in ("BUNDLED_KNOWLEDGE", "BUNDLED_LOGS", "BUNDLED_CASSETTES"):
+        path = _installed_path(installed, empty_dir, f"r.{name}")
+        assert path.is_relative_to(installed.venv.resolve()) and path.is_dir(), name
+    manifest = _run(
+        [str(installed.python), "-c", "import plugin.resources as r; print(r.manifest_text())"],
+        empty_dir,
+        _clean_env(installed.venv),
+    )
+    assert manifest.startswith("# Slack app manifest")
+
+
+async def test_demo_runs_from_an_empty_folder(installed: Installed, empty_dir: Path) -> None:
+    code, out, err = await _sre_diag(installed, empty_dir, "demo")
+    assert code == 0, err
+    assert "DRAFT" in out and "Checks:" in out
+    assert json.loads(out.strip().splitlines()[-1])["outcome"] == "DRAFT"
+    assert "Traceback" not in err
+
+
+async def test_diagnose_against_the_scripted_model(installed: Installed, empty_dir: Path) -> None:
+    knowledge = _installed_path(installed, empty_dir, "r.BUNDLED_KNOWLEDGE")
+    logs = _installed_path(installed, empty_dir, "r.BUNDLED_LOGS")
+    steps = [
+        tool_step(call("call-1", "query_logs", {"service": "payment-api", "level": "ERROR", **W})),
+        tool_step(
+            call(
+                "call-2",
+                "lookup_knowledge",
+                {"query": "db pool exhausted 连接池"},
+                previous=("call-1", "GAINED"),
+            )
+        ),
+        final_step(draft_json(conclusion=False)),
+    ]
+    async with ScriptedModelServer(steps) as server:
+        code, out, err = await _sre_diag(
+            installed,
+            empty_dir,
+            "diagnose",
+            "payment-api 5xx since 10:05 UTC",
+            OPENAI_BASE_URL=server.base_url,
+            OPENAI_API_KEY="sk-wheel-test",
+            DIAG_MODEL="scripted-model",
+            DIAG_KNOWLEDGE_DIR=str(knowledge),
+            DIAG_LOGS_SOURCE=str(logs),
+        )
+    assert code == 0, err
+    server.assert_complete()
+    result = json.loads(out)
+    assert result["outcome"] == "DRAFT"
+    checks = result["progress"]["checks"]
+    assert [c["status"] for c in checks] == ["READY", "READY"]
+    assert all(c["item_count"] > 0 for c in checks)
+
+
+async def test_replay_of_a_recorded_event(installed: Installed, empty_dir: Path) -> None:
+    event = empty_dir / "app_mention.json"
+    event.write_bytes((REPO / "examples" / "slack" / "app_mention.json").read_bytes())
+    async with ScriptedModelServer([final_step(draft_json(conclusion=False))]) as server:
+        code, out, err = await _sre_diag(
+            installed,
+            empty_dir,
+            "replay",
+            str(event),
+            OPENAI_BASE_URL=server.base_url,
+            OPENAI_API_KEY="sk-wheel-test",
+            DIAG_MODEL="scripted-model",
+        )
+    assert code == 0, err
+    server.assert_complete()
+    assert "[chat.postMessage thread_ts=1764324360.000100]" in out
+    assert json.loads(out.strip().splitlines()[-1])["outcome"] == "DRAFT"
