@@ -342,6 +342,8 @@ def _requirement(error: Any, field_name: str | None) -> str:
         return bounds or "within its range"
     if kind == "literal_error":
         return str(error["ctx"]["expected"])
+    if kind == "string_pattern_mismatch":
+        return f"text matching {error['ctx']['pattern']}"
     return f"valid ({kind})"
 
 
