@@ -537,7 +537,7 @@ def plan_runs(cases: Sequence[Case], *, replay: bool, repeat: int) -> list[RunPl
             variants = list(case.cassettes())
         for n in range(1, repeat + 1):
             if not variants:
-                plans.append(RunPlan(case, "no-cassette", None, n))
+                plans.append(RunPlan(case, None, None, n))
             plans.extend(RunPlan(case, v, path, n) for v, path in variants)
     return plans
 
