@@ -143,6 +143,8 @@ class Metrics:
             self.runs.labels(outcome=Outcome.STOPPED.value, reason=stop.value)
         for code in FailureCode:
             self.runs.labels(outcome=Outcome.FAILED.value, reason=code.value)
+        for kind in ("MENTION", "CANCEL", "REPLAY"):
+            self.slack_events.labels(result=EventResult.ACCEPTED.value, reason=kind)
 
     def watch(
         self,
