@@ -6,5 +6,5 @@
 - ``recording_slack``: a Slack Web API that records every call (``replay`` posts to it).
 
 They are part of the product (``demo`` and ``replay`` run on them), so they ship in the wheel.
-Knobs only tests need (fault injection, seeding) live in ``tests/doubles.py``.
+``bench/`` and the tests reuse them.
 """
