@@ -475,6 +475,7 @@ class ToolInterceptor:
                 result.items,
                 truncated=bool(result.truncated),
                 max_bytes=self._max_obs,
+                summary=result.summary,
             )
         except Exception as exc:
             _log.warning(

@@ -140,23 +140,60 @@ def ready_observation(
     *,
     truncated: bool,
     max_bytes: int,
+    summary: BaseModel | None = None,
 ) -> tuple[str, int, bool]:
     """The READY observation, trimmed item by item until it fits ``max_bytes``.
+
+    Items come newest (or most relevant) first, so the last ones are cut first. A ``summary``
+    (``query_logs``) is placed before the items and is never cut for them: items make room for
+    it. Only when no item is left and it still does not fit (an observation bound far below
+    the default) are its least frequent ``top_messages`` dropped, and at last the summary.
 
     Returns the text, the number of items it carries and whether anything was left out.
     """
     dumped = [item.model_dump(mode="json") for item in items]
+    whole = summary.model_dump(mode="json") if summary is not None else None
     count = len(dumped)
     while True:
         left_out = truncated or count < len(dumped)
-        observation = _head(tool_call_id, tool, EvidenceStatus.READY)
-        observation.update(item_count=count, items=dumped[:count], truncated=left_out)
+        observation = _ready(tool_call_id, tool, whole, dumped[:count], left_out)
         text = _dump(observation)
         if len(text.encode("utf-8")) <= max_bytes:
             return text, count, left_out
         if count == 0:
-            return _fit(observation, max_bytes), count, left_out
+            return _fit(_shrink_summary(observation, whole, max_bytes), max_bytes), 0, left_out
         count -= 1
+
+
+def _ready(
+    tool_call_id: str,
+    tool: str,
+    summary: dict[str, Any] | None,
+    items: list[dict[str, Any]],
+    left_out: bool,
+) -> dict[str, Any]:
+    observation = _head(tool_call_id, tool, EvidenceStatus.READY)
+    if summary is not None:
+        observation["summary"] = summary
+    observation.update(item_count=len(items), items=items, truncated=left_out)
+    return observation
+
+
+def _shrink_summary(
+    observation: dict[str, Any], summary: dict[str, Any] | None, max_bytes: int
+) -> dict[str, Any]:
+    """Without items and still over ``max_bytes``: drop the summary's least frequent top
+    messages one by one, then the summary itself."""
+    if summary is None:
+        return observation
+    top = list(summary.get("top_messages", []))
+    while top:
+        top.pop()
+        observation["summary"] = {**summary, "top_messages": top}
+        if len(_dump(observation).encode("utf-8")) <= max_bytes:
+            return observation
+    del observation["summary"]
+    return observation
 
 
 def error_observation(

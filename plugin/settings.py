@@ -66,6 +66,18 @@ class Settings(BaseSettings):
     bundled runbooks, ``plugin.resources.BUNDLED_KNOWLEDGE``)."""
     logs_source: str | None = Field(default=None, validation_alias="DIAG_LOGS_SOURCE")
     """Unset: ``query_logs`` answers ``NOT_CONFIGURED`` (a folder, or a Loki base URL)."""
+    loki_service_label: str = Field(
+        default="service",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        validation_alias="DIAG_LOKI_SERVICE_LABEL",
+    )
+    """The Loki stream label that names a service (``app``, ``service_name``, ``job``, …)."""
+    loki_line_format: Literal["json", "logfmt"] = Field(
+        default="json", validation_alias="DIAG_LOKI_LINE_FORMAT"
+    )
+    """How ``level`` and the message are read from Loki lines."""
+    loki_org_id: str | None = Field(default=None, validation_alias="DIAG_LOKI_ORG_ID")
+    """Sent as ``X-Scope-OrgID`` to a multi-tenant Loki."""
     mysql_dsn: SecretStr | None = Field(default=None, validation_alias="DIAG_MYSQL_DSN")
     mysql_allowed_tables: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), validation_alias="DIAG_MYSQL_ALLOWED_TABLES"

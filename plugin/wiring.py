@@ -26,7 +26,14 @@ def build_adapters(settings: Settings) -> dict[ToolName, EvidenceAdapter[Any]]:
             settings.cache_dir,
             rescan_interval_seconds=settings.knowledge_rescan_seconds,
         ),
-        ToolName.QUERY_LOGS: LogsAdapter(build_log_source(settings.logs_source)),
+        ToolName.QUERY_LOGS: LogsAdapter(
+            build_log_source(
+                settings.logs_source,
+                loki_service_label=settings.loki_service_label,
+                loki_line_format=settings.loki_line_format,
+                loki_org_id=settings.loki_org_id,
+            )
+        ),
         ToolName.QUERY_MYSQL: MysqlAdapter(
             dsn,
             settings.mysql_allowed_tables,

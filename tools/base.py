@@ -50,10 +50,12 @@ class AdapterCall(Generic[InputT]):
 
 @dataclass(frozen=True, slots=True)
 class Ready:
-    """The adapter ran. ``items`` are whitelist projections; ``truncated`` if more matched."""
+    """The adapter ran. ``items`` are whitelist projections; ``truncated`` if more matched;
+    ``summary`` (``query_logs`` only) describes every match and is shown before the items."""
 
     items: Sequence[BaseModel]
     truncated: bool = False
+    summary: BaseModel | None = None
 
 
 @dataclass(frozen=True, slots=True)

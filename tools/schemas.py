@@ -163,6 +163,38 @@ class LogItem(_Item):
     message: str
 
 
+class LogBuckets(_Item):
+    """Matching lines per fixed-width time bucket, the first starting at ``start``."""
+
+    start: str
+    width_seconds: int
+    counts: list[int]
+
+
+class LogPattern(_Item):
+    """One message pattern (variable parts masked as ``<*>``) and when it was seen."""
+
+    pattern: str
+    count: int
+    first_ts: str
+    last_ts: str
+
+
+class LogSummary(_Item):
+    """``query_logs``' summary of every matching line of the window (CONTRACTS §4).
+
+    ``exact`` is false where counts or patterns come from an estimate or a sample (Loki), or
+    where the window held more distinct messages than are tracked.
+    """
+
+    matched: int
+    exact: bool
+    first_ts: str | None
+    last_ts: str | None
+    buckets: LogBuckets
+    top_messages: list[LogPattern]
+
+
 class MysqlRow(_Item):
     """One result row: column name to a bounded, masked cell."""
 

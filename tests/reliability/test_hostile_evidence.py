@@ -105,13 +105,19 @@ async def test_hostile_evidence_stays_data(
     for message in tool_messages:
         assert len(message["content"].encode("utf-8")) <= MAX_OBSERVATION
         observation = json.loads(message["content"])  # one valid JSON object
-        assert set(observation) == HEAD and observation["evidence_status"] == "READY"
+        # query_logs also carries its summary, whose patterns are evidence like the items.
+        head = HEAD | ({"summary"} if observation["tool"] == "query_logs" else set())
+        assert set(observation) == head and observation["evidence_status"] == "READY"
         assert observation["item_count"] == len(observation["items"]) > 0
         for item in observation["items"]:
             assert set(item) == ITEM_KEYS[observation["tool"]]
             texts.extend(_strings(item))
-        # The hostile text is nowhere but inside items.
-        outside = {k: v for k, v in observation.items() if k != "items"}
+        patterns = observation.get("summary", {}).get("top_messages", [])
+        texts.extend(p["pattern"] for p in patterns)
+        # The hostile text is nowhere but inside items and patterns.
+        outside = {k: v for k, v in observation.items() if k not in {"items", "summary"}}
+        if "summary" in observation:
+            outside["summary"] = {**observation["summary"], "top_messages": len(patterns)}
         assert not any(word in json.dumps(outside) for word in ("DROP", "channel", "call-evil"))
     evidence = "\n".join(texts)
     assert INJECTION[:40] in evidence  # carried as data, not obeyed

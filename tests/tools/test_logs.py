@@ -115,13 +115,21 @@ async def test_only_the_window_hours_are_opened(
     assert source.stats.last_files == ("payment-api/2026-11-28/13.jsonl",)
 
 
-async def test_a_day_window_stops_at_the_newest_hour_that_fills_the_page(
+async def test_a_day_window_reads_every_hour_of_the_window_for_its_summary(
     bundled: tuple[JsonlLogSource, LogsAdapter],
 ) -> None:
     source, adapter = bundled
-    items, truncated = await _ready(adapter, _input(_at(0), _at(23, 59), limit=3))
-    assert len(items) == 3 and truncated
-    assert source.stats.last_files == ("payment-api/2026-11-28/23.jsonl",)
+    q = _input(_at(0), _at(23, 59), limit=3)
+    result = await adapter.invoke(AdapterCall("call-1", "run-1", q))
+    assert isinstance(result, Ready) and len(result.items) == 3 and result.truncated
+    assert next(i.ts for i in result.items if isinstance(i, LogItem)).startswith("2026-11-28T23:")
+    assert source.stats.last_files == tuple(
+        f"payment-api/2026-11-28/{hour:02d}.jsonl" for hour in range(23, -1, -1)
+    )
+    lines = sum(
+        len((BUNDLED_LOGS / name).read_bytes().splitlines()) for name in source.stats.last_files
+    )
+    assert source.stats.lines_read == lines
 
 
 async def test_red_herring_psp_is_healthy(bundled: tuple[JsonlLogSource, LogsAdapter]) -> None:
@@ -351,16 +359,43 @@ class FakeLoki:
 
     url: str = ""
     requests: list[dict[str, str]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     reply: Callable[[], web.StreamResponse] = field(default=lambda: web.json_response({}))
+    """The answer to a log query (the sample, the oldest line)."""
+    counts: Callable[[dict[str, str]], web.StreamResponse] = field(
+        default=lambda query: web.json_response(_matrix_body([]))
+    )
+    """The answer to a metric query (``step`` set), given the request's query parameters."""
+    oldest: Callable[[], web.StreamResponse] | None = None
+    """The answer to the oldest-line query (``direction=forward``), if not ``reply``."""
     delay: float = 0.0
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.paths.append(request.path)
         self.requests.append(dict(request.query))
+        self.headers.append(dict(request.headers))
         if self.delay:
             await asyncio.sleep(self.delay)
+        if "step" in request.query:
+            return self.counts(dict(request.query))
+        if request.query.get("direction") == "forward" and self.oldest is not None:
+            return self.oldest()
         return self.reply()
+
+    @property
+    def log_requests(self) -> list[dict[str, str]]:
+        return [r for r in self.requests if "step" not in r]
+
+    @property
+    def count_requests(self) -> list[dict[str, str]]:
+        return [r for r in self.requests if "step" in r]
+
+
+def _matrix_body(points: list[tuple[float, int]]) -> dict[str, Any]:
+    values = [[at, str(count)] for at, count in points]
+    result = [{"metric": {}, "values": values}] if points else []
+    return {"status": "success", "data": {"resultType": "matrix", "result": result}}
 
 
 def _loki_body(streams: list[tuple[dict[str, str], list[tuple[datetime, str]]]]) -> dict[str, Any]:
@@ -415,13 +450,13 @@ async def test_loki_request_shape_and_merge(loki: FakeLoki, loki_adapter: LogsAd
     )
     q = _input(_at(10), _at(11), contains='"} |= "x\\', level=LogLevel.ERROR, limit=2)
     items, truncated = await _ready(loki_adapter, q)
-    assert loki.paths == ["/loki/api/v1/query_range"]
-    assert loki.requests == [
+    assert loki.paths == ["/loki/api/v1/query_range"] * 2
+    assert loki.log_requests == [
         {
             "query": build_logql(q),
             "start": str(_ns(_at(10))),
             "end": str(_ns(_at(11))),
-            "limit": "3",
+            "limit": "500",
             "direction": "backward",
         }
     ]

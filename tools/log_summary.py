@@ -1,0 +1,324 @@
+"""The ``summary`` of a ``query_logs`` window (CONTRACTS §4): counts, buckets, top patterns.
+
+A :class:`Tally` sees every matching line once (``add``) and can be merged with another (a scan
+split over hours or processes). What it keeps per line is constant: the matched count, the
+first and last instant, one bucket counter, and one entry per distinct *pattern key*.
+
+Pattern mining is a masker, not a clustering algorithm: variable parts of a message (numbers,
+durations, hex, UUIDs, IPs, ids mixing letters and digits, quoted values) become ``<*>``
+(``bench/patterns.py`` compares it with Drain3 on the bundled incident and on a mix of 20
+message shapes). Its cost is kept off the per-line path:
+
+* the per-line key is the message's first :data:`KEY_CHARS` characters as UTF-8 with every digit
+  turned into ``0`` (``bytes.translate``, a few tens of nanoseconds). The masker treats all
+  digits alike, so messages differing only in their digits share a key and a pattern;
+* a key becomes a pattern once, when the summary is built: redacted first
+  (:func:`tools.redact.redact_prefix`: patterns are evidence, i.e. attacker data), then masked,
+  then bounded to :data:`PATTERN_CHARS` characters and :data:`PATTERN_BYTES` bytes of JSON;
+* keys that mask to the same pattern are merged, so counts are per pattern.
+
+At most :data:`MAX_KEYS` distinct keys are tracked; lines with a further new key still count in
+``matched`` and the buckets, but the summary then says ``exact: false``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+
+from tools.redact import HEADROOM, redact_prefix
+from tools.schemas import LogBuckets, LogPattern, LogSummary
+
+__all__ = [
+    "BUCKET_WIDTHS",
+    "KEY_CHARS",
+    "MAX_BUCKETS",
+    "MAX_KEYS",
+    "PATTERN_BYTES",
+    "PATTERN_CHARS",
+    "TOP_MESSAGES",
+    "Grid",
+    "Tally",
+    "bound_pattern",
+    "format_ts",
+    "mask_message",
+    "pattern_key",
+    "pattern_keys",
+    "pattern_of",
+]
+
+BUCKET_WIDTHS = (60, 300, 900, 1800, 3600)
+MAX_BUCKETS = 60
+TOP_MESSAGES = 5
+PATTERN_CHARS = 160
+PATTERN_BYTES = 320  # one pattern as a JSON string, worst case (escapes, CJK)
+KEY_CHARS = PATTERN_CHARS + HEADROOM
+MAX_KEYS = 20_000
+PATTERN_CACHE = 65_536
+WILDCARD = "<*>"
+_MARK = "…"
+_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+
+
+def format_ts(ts: datetime) -> str:
+    """RFC 3339 in UTC with millisecond precision and a ``Z`` suffix."""
+    return ts.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """Fixed-width buckets from the window's start: the smallest width of
+    :data:`BUCKET_WIDTHS` that covers the window in at most :data:`MAX_BUCKETS` buckets."""
+
+    start: datetime
+    width_seconds: int
+    count: int
+
+    @classmethod
+    def for_window(cls, start: datetime, end: datetime) -> Grid:
+        start = start.astimezone(UTC)
+        span = (end.astimezone(UTC) - start).total_seconds()
+        for width in BUCKET_WIDTHS:
+            count = max(1, -int(-span // width))
+            if count <= MAX_BUCKETS:
+                return cls(start, width, count)
+        raise ValueError("window longer than the largest bucket grid")
+
+    def index(self, ts: datetime) -> int:
+        """The bucket of ``ts`` (a UTC instant inside the window)."""
+        return (ts - self.start) // timedelta(seconds=self.width_seconds)
+
+
+def pattern_key(message: str) -> bytes:
+    """The per-line key: the message's head with every digit as ``0`` (see module docs)."""
+    return message[: KEY_CHARS + 1].encode("utf-8", "surrogatepass").translate(_DIGITS)
+
+
+def pattern_keys(messages: Sequence[str]) -> list[bytes]:
+    """:func:`pattern_key` of each message; one encode and one translate over all of them when
+    no message holds a newline or is longer than the key (the common case)."""
+    joined = "\n".join(messages)
+    if joined.count("\n") == len(messages) - 1 and max(map(len, messages)) <= KEY_CHARS:
+        return joined.encode("utf-8", "surrogatepass").translate(_DIGITS).split(b"\n")
+    return list(map(pattern_key, messages))
+
+
+# Applied in order to redacted text. Every rule is linear: runs are bounded by a character
+# they cannot contain, and lookarounds are fixed-width.
+_NOT_ALNUM_BEFORE = r"(?<![A-Za-z0-9])"
+_NOT_ALNUM_AFTER = r"(?![A-Za-z0-9])"
+_MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # quoted values after = or : (key="value", "key": "value")
+    (re.compile(r"(?P<k>[=:] ?)(?P<q>[\"'])[^\"'\n]{0,200}(?P=q)"), r"\g<k>\g<q><*>\g<q>"),
+    # UUIDs
+    (
+        re.compile(
+            _NOT_ALNUM_BEFORE + r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
+            r"-[0-9a-fA-F]{12}" + _NOT_ALNUM_AFTER
+        ),
+        WILDCARD,
+    ),
+    # ISO dates and times
+    (
+        re.compile(r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"),
+        WILDCARD,
+    ),
+    (re.compile(r"(?<!\d)\d\d:\d\d:\d\d(?:[.,]\d+)?"), WILDCARD),
+    # IPv4 with an optional port
+    (re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\d.])"), WILDCARD),
+    # hex: 0x…, or a run of 8+ hex characters with a digit
+    (re.compile(_NOT_ALNUM_BEFORE + r"0[xX][0-9a-fA-F]+" + _NOT_ALNUM_AFTER), WILDCARD),
+    (
+        re.compile(_NOT_ALNUM_BEFORE + r"(?=[a-fA-F]*\d)[0-9a-fA-F]{8,}" + _NOT_ALNUM_AFTER),
+        WILDCARD,
+    ),
+    # numbers with a unit (durations, sizes, percentages) keep the unit: 3000ms -> <*>ms
+    (
+        re.compile(
+            r"\d+(?:[.,]\d+)*(?=(?:ns|us|µs|ms|s|m|h|d|[KMGT]i?B|B|%)" + _NOT_ALNUM_AFTER + ")"
+        ),
+        WILDCARD,
+    ),
+    # ids mixing letters and digits, 6+ characters: pay_MVFKZ6VQPC8Z -> pay_<*>
+    (
+        re.compile(
+            _NOT_ALNUM_BEFORE + r"(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{6,}" + _NOT_ALNUM_AFTER
+        ),
+        WILDCARD,
+    ),
+    # every remaining digit run (a version's dots included): no digit is ever shown
+    (re.compile(r"\d+(?:[.,]\d+)*"), WILDCARD),
+    # adjacent wildcards joined by punctuation collapse: <*>.<*>, <*>:<*>
+    (re.compile(r"<\*>(?:[.:/-]<\*>)+"), WILDCARD),
+)
+
+
+def mask_message(text: str) -> str:
+    """``text`` with its variable parts as ``<*>`` (the rules above, in order)."""
+    for pattern, replacement in _MASKS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def bound_pattern(text: str) -> str:
+    """At most :data:`PATTERN_CHARS` characters and :data:`PATTERN_BYTES` bytes as a JSON
+    string (escapes and multi-byte characters included), cut with a visible mark."""
+    if len(text) > PATTERN_CHARS:
+        text = text[: PATTERN_CHARS - len(_MARK)] + _MARK
+    while len(json.dumps(text, ensure_ascii=False).encode("utf-8", "replace")) > PATTERN_BYTES:
+        text = text[: max(len(text) - len(_MARK) - 8, 0)] + _MARK
+    return text
+
+
+@lru_cache(maxsize=PATTERN_CACHE)
+def pattern_of(key: bytes) -> str:
+    """The shown pattern of a key: redacted, masked, bounded (see module docs). Pure, so the
+    most recent :data:`PATTERN_CACHE` keys are remembered across queries (a key costs ~30 µs;
+    a busy hour of one service has thousands)."""
+    text, _ = redact_prefix(key.decode("utf-8", "surrogatepass"), KEY_CHARS)
+    return bound_pattern(" ".join(mask_message(text).split()))
+
+
+class _Seen:
+    """Count and first/last instant of one key or pattern."""
+
+    __slots__ = ("count", "first", "last")
+
+    def __init__(self, ts: datetime, count: int = 1, last: datetime | None = None) -> None:
+        self.count = count
+        self.first = ts
+        self.last = ts if last is None else last
+
+    def merge(self, other: _Seen) -> None:
+        self.count += other.count
+        self.first = min(self.first, other.first)
+        self.last = max(self.last, other.last)
+
+
+class Tally:
+    """Everything the summary needs, accumulated line by line (see module docs)."""
+
+    __slots__ = ("counts", "first", "grid", "keys", "last", "matched", "overflow")
+
+    def __init__(self, grid: Grid) -> None:
+        self.grid = grid
+        self.matched = 0
+        self.first: datetime | None = None
+        self.last: datetime | None = None
+        self.counts = [0] * grid.count
+        self.keys: dict[bytes, _Seen] = {}
+        self.overflow = False
+
+    def add(self, ts: datetime, message: str) -> None:
+        """One matching line (``ts`` a UTC instant inside the window)."""
+        self.matched += 1
+        if self.first is None or ts < self.first:
+            self.first = ts
+        if self.last is None or ts > self.last:
+            self.last = ts
+        self.counts[self.grid.index(ts)] += 1
+        key = pattern_key(message)
+        seen = self.keys.get(key)
+        if seen is not None:
+            seen.count += 1
+            if ts < seen.first:
+                seen.first = ts
+            elif ts > seen.last:
+                seen.last = ts
+        elif len(self.keys) < MAX_KEYS:
+            self.keys[key] = _Seen(ts)
+        else:
+            self.overflow = True
+
+    def add_sorted(self, times: Sequence[datetime], keys: Sequence[bytes]) -> None:
+        """Many matching lines at once, ``times`` (UTC, inside the window) sorted newest first
+        and ``keys`` their :func:`pattern_key` values: the same as ``add`` on each line, with
+        the per-line work done by C loops (bisect, ``dict``, ``Counter``)."""
+        if not times:
+            return
+        self.matched += len(times)
+        newest, oldest = times[0], times[-1]
+        self.first = oldest if self.first is None else min(self.first, oldest)
+        self.last = newest if self.last is None else max(self.last, newest)
+        ascending = times[::-1]
+        edges = [
+            bisect_left(ascending, self.grid.start + timedelta(seconds=self.grid.width_seconds * i))
+            for i in range(1, self.grid.count)
+        ]
+        previous = 0
+        for i, edge in enumerate([*edges, len(ascending)]):
+            self.counts[i] += edge - previous
+            previous = edge
+        first_seen = dict(zip(keys, times, strict=True))  # the last write is the oldest
+        last_seen = dict(zip(reversed(keys), reversed(times), strict=True))
+        for key, count in Counter(keys).items():
+            self._merge_key(key, count, first_seen[key], last_seen[key])
+
+    def _merge_key(self, key: bytes, count: int, first: datetime, last: datetime) -> None:
+        seen = self.keys.get(key)
+        if seen is not None:
+            seen.merge(_Seen(first, count, last))
+        elif len(self.keys) < MAX_KEYS:
+            self.keys[key] = _Seen(first, count, last)
+        else:
+            self.overflow = True
+
+    def add_counts(self, counts: list[int]) -> None:
+        """Bucket counts known from elsewhere (a metric query): they replace the matched
+        count and the buckets, lines added stay the pattern sample."""
+        self.counts = counts[: self.grid.count] + [0] * max(self.grid.count - len(counts), 0)
+        self.matched = sum(self.counts)
+
+    def merge(self, other: Tally) -> None:
+        """Fold ``other`` (same grid) into this tally."""
+        self.matched += other.matched
+        for ts in (other.first, other.last):
+            if ts is not None:
+                self.first = ts if self.first is None else min(self.first, ts)
+                self.last = ts if self.last is None else max(self.last, ts)
+        self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
+        self.overflow |= other.overflow
+        for key, seen in other.keys.items():
+            self._merge_key(key, seen.count, seen.first, seen.last)
+
+    def top_patterns(self) -> list[tuple[str, _Seen]]:
+        """The :data:`TOP_MESSAGES` most frequent patterns (ties: earliest first seen)."""
+        patterns: dict[str, _Seen] = {}
+        for key, seen in self.keys.items():
+            pattern = pattern_of(key)
+            mine = patterns.get(pattern)
+            if mine is None:
+                patterns[pattern] = _Seen(seen.first, seen.count, seen.last)
+            else:
+                mine.merge(seen)
+        ranked = sorted(patterns.items(), key=lambda kv: (-kv[1].count, kv[1].first, kv[0]))
+        return ranked[:TOP_MESSAGES]
+
+    def summary(self, *, exact: bool) -> LogSummary:
+        """The summary model; ``exact`` is further cleared when keys overflowed."""
+        return LogSummary(
+            matched=self.matched,
+            exact=exact and not self.overflow,
+            first_ts=format_ts(self.first) if self.first is not None else None,
+            last_ts=format_ts(self.last) if self.last is not None else None,
+            buckets=LogBuckets(
+                start=format_ts(self.grid.start),
+                width_seconds=self.grid.width_seconds,
+                counts=list(self.counts),
+            ),
+            top_messages=[
+                LogPattern(
+                    pattern=pattern,
+                    count=seen.count,
+                    first_ts=format_ts(seen.first),
+                    last_ts=format_ts(seen.last),
+                )
+                for pattern, seen in self.top_patterns()
+            ],
+        )
