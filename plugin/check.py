@@ -11,8 +11,9 @@ run: the JSON-lines audit probe opens today's file exactly as the writer does an
 bytes; the MySQL audit probe asks the server to ``EXPLAIN`` the insert (privileges checked,
 nothing written).
 
-The model probe (:func:`check_model`) is the hook for the model-capability checks of CONTRACTS
-§3; for now it only tells whether the endpoint answers.
+With ``--model``, :func:`check_model` probes the model endpoint's capabilities (CONTRACTS §3,
+``plugin.model_probe``: three small requests), prints one line per capability and the settings
+it recommends; ``--json`` adds a top-level ``model`` object with the same.
 """
 
 from __future__ import annotations
@@ -468,36 +469,48 @@ async def _app_token(settings: Settings) -> str:
     return "accepted"
 
 
-# --- model (hook for the capability checks of CONTRACTS §3) ------------------------------------
+# --- model: capability probes (CONTRACTS §3; plugin.model_probe) ------------------------------
+
+
+MODEL_REQUEST_SECONDS = 10.0
+"""One probe request's bound (or DIAG_MODEL_TIMEOUT_SECONDS when smaller); three requests."""
+
+
+def _model_timeout(settings: Settings) -> float:
+    return min(settings.model_request_timeout_seconds, MODEL_REQUEST_SECONDS)
 
 
 async def check_model(settings: Settings) -> CheckResult:
-    """Does the model endpoint answer? ``GET {OPENAI_BASE_URL}/models``, bounded.
+    """Probe the model endpoint's capabilities (``plugin.model_probe``) and recommend settings.
 
-    The hook for ``check --model``: the capability probes (tool calling, ``parallel_tool_calls``,
-    ``response_format`` with tools, ``usage``) come with the model issue and extend this result.
+    FAILED (exit 1) when the endpoint cannot be used: unreachable, key refused, no tool call
+    with JSON arguments, ``parallel_tool_calls: false`` refused (every diagnosis request carries
+    it), or ``DIAG_STRUCTURED_OUTPUT=json_schema`` set where the endpoint cannot do it. A missing
+    ``json_schema`` (while ``off``) or missing ``usage`` is reported with its consequence, not
+    failed.
     """
+    from plugin.model_probe import probe_model
+
     base = settings.openai_base_url or "https://api.openai.com/v1"  # the openai SDK's default
     where = _hostport(base)
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    timeout = min(settings.model_request_timeout_seconds, PROBE_TIMEOUT_SECONDS)
-    try:
-        async with httpx.AsyncClient(timeout=timeout, headers=headers) as client:
-            response = await client.get(base.rstrip("/") + "/models")
-    except httpx.TimeoutException:
-        return _failed("model", f"endpoint {where}: no answer within {timeout:g} s", endpoint=where)
-    except httpx.HTTPError as exc:
-        return _failed(
-            "model", f"endpoint {where} unreachable ({type(exc).__name__})", endpoint=where
-        )
-    status = response.status_code
-    if status in {401, 403}:
-        return _failed("model", f"endpoint {where} refused the key (HTTP {status})", endpoint=where)
+    report = await probe_model(
+        base_url=base,
+        api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
+        model=settings.model,
+        request_seconds=_model_timeout(settings),
+        endpoint=where,
+        structured_output=settings.structured_output,
+    )
+    facts = report.to_json()
+    head = f"endpoint {where}, model {settings.model}"
+    if report.stopped:
+        return _failed("model", report.stopped, **facts)
+    if report.failure:
+        return _failed("model", f"{head}: {report.failure}", **facts)
+    supported = sum(f.supported for f in report.capabilities.values())
     return _ok(
-        "model", f"endpoint {where} answers (GET /models: HTTP {status}); capabilities not probed",
-        endpoint=where, http_status=status,
-    )  # fmt: skip
+        "model", f"{head}: usable ({supported}/{len(report.capabilities)} capabilities)", **facts
+    )
 
 
 # --- running and rendering ---------------------------------------------------------------------
@@ -513,20 +526,26 @@ PROBES: tuple[tuple[str, Probe], ...] = (
 )
 
 
-async def _bounded(name: str, probe: Probe, settings: Settings) -> CheckResult:
+async def _bounded(
+    name: str, probe: Probe, settings: Settings, limit: float = PROBE_TIMEOUT_SECONDS * 2
+) -> CheckResult:
     try:
-        async with asyncio.timeout(PROBE_TIMEOUT_SECONDS * 2):
+        async with asyncio.timeout(limit):
             return await probe(settings)
     except TimeoutError:
-        return _failed(name, f"no answer within {PROBE_TIMEOUT_SECONDS * 2:g} s")
+        return _failed(name, f"no answer within {limit:g} s")
     except Exception as exc:  # a reason without the exception's text (it may carry anything)
         return _failed(name, f"check failed unexpectedly ({type(exc).__name__})")
 
 
 async def run_checks(settings: Settings, *, model: bool = False) -> list[CheckResult]:
-    """Every part, concurrently; the model endpoint only when asked."""
-    probes = [*PROBES, ("model", check_model)] if model else list(PROBES)
-    return list(await asyncio.gather(*(_bounded(n, p, settings) for n, p in probes)))
+    """Every part, concurrently; the model endpoint only when asked (its three requests are
+    each bounded, so the whole is bounded by three times that and a margin)."""
+    checks = [_bounded(n, p, settings) for n, p in PROBES]
+    if model:
+        limit = 3 * _model_timeout(settings) + _CONNECT_SECONDS
+        checks.append(_bounded("model", check_model, settings, limit))
+    return list(await asyncio.gather(*checks))
 
 
 def exit_status(results: Sequence[CheckResult]) -> int:
@@ -540,13 +559,36 @@ _LABELS = {
 }
 
 
+def _model_lines(facts: dict[str, Any]) -> list[str]:
+    """Under the model line: one line per capability, then the recommended settings and the
+    warnings."""
+    from plugin.model_probe import LABELS, Capability
+
+    lines: list[str] = []
+    for name, found in (facts.get("capabilities") or {}).items():
+        mark = "yes" if found["supported"] else "MISSING"
+        lines.append(f"{'':<9} {mark:<15} {LABELS[Capability(name)]}: {found['reason']}")
+    for key, value in (facts.get("recommended") or {}).items():
+        lines.append(f"{'':<9} {'recommended':<15} {key}={value}")
+    lines += [f"{'':<9} {'warning':<15} {note}" for note in facts.get("warnings") or ()]
+    return lines
+
+
 def render_text(results: Sequence[CheckResult]) -> str:
-    return "\n".join(f"{r.name:<9} {_LABELS[r.status]:<15} {r.detail}" for r in results)
+    lines: list[str] = []
+    for r in results:
+        lines.append(f"{r.name:<9} {_LABELS[r.status]:<15} {r.detail}")
+        if r.name == "model":
+            lines += _model_lines(r.facts)
+    return "\n".join(lines)
 
 
 def render_json(results: Sequence[CheckResult]) -> str:
-    payload = {
+    payload: dict[str, Any] = {
         "ok": exit_status(results) == 0,
         "checks": [{**asdict(r), "status": r.status.value} for r in results],
     }
+    model = next((r for r in results if r.name == "model"), None)
+    if model is not None:
+        payload["model"] = {"status": model.status.value, "detail": model.detail, **model.facts}
     return json.dumps(payload, ensure_ascii=False, default=str)

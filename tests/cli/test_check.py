@@ -24,6 +24,7 @@ import pytest
 from aiohttp import web
 
 from plugin.doubles.recording_slack import RecordedCall, RecordingSlackApi
+from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
 from tests.conftest import StartServer
 from tests.mysql_db import ADMIN_DSN
 
@@ -423,10 +424,18 @@ async def test_slack_unreachable(tmp_path: Path) -> None:
 
 
 async def test_model_probe_only_with_the_flag(tmp_path: Path, model_server: StartServer) -> None:
-    server = await model_server([])
+    # The capability probes themselves: tests/cli/test_check_model.py.
+    call = ToolCallSpec("call-1", "probe_echo", {"word": "ok"})
+    draft = ModelStep(content=json.dumps({
+        "conclusion": None, "analysis": [], "action_plan": [], "recommendations": [],
+        "limitations": {"checked_scope": [], "missing_info": ["probe"]},
+    }))  # fmt: skip
+    echo = ModelStep(tool_calls=(call,))
+    server = await model_server([echo, echo, draft])
     env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-CANARY-key"}
     without = await run_check(tmp_path, "--json", **env)
     assert "model" not in {c["name"] for c in without.report["checks"]}
+    assert "model" not in without.report
     checked = await run_check(tmp_path, "--json", "--model", **env)
     assert checked.code == 0, checked.out
     assert checked.part("model")["status"] == "OK"

@@ -1,0 +1,407 @@
+"""``check --model``: what the configured OpenAI-compatible endpoint can do (CONTRACTS §3).
+
+Three small chat-completion requests, sent in this order, each bounded by one timeout, no
+retries, a small ``max_tokens`` and ``temperature`` 0:
+
+1. ``tool_calling`` — one tiny tool (``probe_echo``) and ``tool_choice`` naming it: a tool call
+   must come back, naming that tool, whose arguments parse as a JSON object.
+2. ``parallel_tool_calls`` — the same request plus ``parallel_tool_calls: false``: accepted
+   unless the endpoint refuses it (any answer but 2xx). Every diagnosis request carries it
+   (``plugin.llm.DiagnosisLLM``), so a refusal makes the model unusable here.
+3. ``json_schema_with_tools`` — the real strict tool definitions (``tool_definitions(True)``, as
+   the harness sends them under ``DIAG_STRUCTURED_OUTPUT=json_schema``) with the real Draft
+   ``response_format`` (``draft_response_format()``) and ``tool_choice: "none"`` so that the
+   answer is text: accepted, and the answer's content parses as JSON.
+
+``usage`` is read from every 2xx answer of those requests (no request of its own): prompt and
+completion tokens present as non-negative integers in each.
+
+A refused key (401/403), a 404 (wrong base URL path or unknown model), a timeout or an
+unreachable endpoint stops the probing: the capabilities not reached are reported as not
+probed. Endpoint errors are summarised as the HTTP status and a short code (the error body's
+``code`` or ``type`` when it looks like an identifier, and its ``param`` when that names a key
+of the request) — never the error message or the raw body. The API key only goes into the
+``Authorization`` header.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import httpx
+
+__all__ = [
+    "Capability",
+    "Finding",
+    "ModelReport",
+    "probe_bodies",
+    "probe_model",
+]
+
+PROBE_TOOL = "probe_echo"
+TOOL_MAX_TOKENS = 64
+DRAFT_MAX_TOKENS = 300
+_FATAL_STATUSES = frozenset({401, 403, 404})
+_SHORT_CODE = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
+_PARAM = re.compile(r"[A-Za-z0-9_.\[\]]{1,80}")
+
+
+class Capability(StrEnum):
+    TOOL_CALLING = "tool_calling"
+    PARALLEL_TOOL_CALLS = "parallel_tool_calls"
+    JSON_SCHEMA_WITH_TOOLS = "json_schema_with_tools"
+    USAGE = "usage"
+
+
+LABELS = {
+    Capability.TOOL_CALLING: "tool calling with JSON arguments",
+    Capability.PARALLEL_TOOL_CALLS: "parallel_tool_calls: false accepted",
+    Capability.JSON_SCHEMA_WITH_TOOLS: "response_format json_schema (strict) with tools",
+    Capability.USAGE: "usage reported",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    supported: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One probe request's outcome: a 2xx JSON body, or a safe one-line summary of why not."""
+
+    body: dict[str, Any] | None
+    problem: str = ""
+    fatal: bool = False
+
+
+@dataclass
+class ModelReport:
+    endpoint: str
+    model: str
+    structured_output: str
+    capabilities: dict[Capability, Finding] = field(default_factory=dict)
+    stopped: str = ""
+    """Why probing stopped early (unreachable, refused key, …); empty when every probe ran."""
+    requests: int = 0
+
+    def supports(self, capability: Capability) -> bool:
+        found = self.capabilities.get(capability)
+        return found is not None and found.supported
+
+    @property
+    def usable(self) -> bool:
+        """The model can run diagnoses here (with the recommended settings)."""
+        return self.supports(Capability.TOOL_CALLING) and self.supports(
+            Capability.PARALLEL_TOOL_CALLS
+        )
+
+    @property
+    def failure(self) -> str:
+        """Why the model part fails (exit 1), or '' when it does not."""
+        if self.stopped:
+            return self.stopped
+        if not self.supports(Capability.TOOL_CALLING):
+            return "tool calling missing: the model is unusable for diagnoses"
+        if not self.supports(Capability.PARALLEL_TOOL_CALLS):
+            return (
+                "parallel_tool_calls: false refused: every diagnosis request carries it, so the"
+                " model is unusable here"
+            )
+        if self.structured_output == "json_schema" and not self.supports(
+            Capability.JSON_SCHEMA_WITH_TOOLS
+        ):
+            return (
+                "DIAG_STRUCTURED_OUTPUT=json_schema is set but the endpoint cannot do it: every"
+                " run would fail; set DIAG_STRUCTURED_OUTPUT=off"
+            )
+        return ""
+
+    @property
+    def recommended(self) -> dict[str, str]:
+        if not self.usable:
+            return {}
+        value = "json_schema" if self.supports(Capability.JSON_SCHEMA_WITH_TOOLS) else "off"
+        return {"DIAG_STRUCTURED_OUTPUT": value}
+
+    @property
+    def warnings(self) -> list[str]:
+        notes: list[str] = []
+        if self.stopped:
+            return notes
+        if not self.usable:
+            notes.append(
+                "the model is unusable for diagnoses: it must return native tool calls with JSON"
+                " arguments and accept parallel_tool_calls: false (choose another model or"
+                " serving option)"
+            )
+        if not self.supports(Capability.USAGE):
+            notes.append(
+                "usage not reported: token budgets (DIAG_MAX_TOTAL_TOKENS) will be estimated"
+                " from text size"
+            )
+        if self.usable and not self.supports(Capability.JSON_SCHEMA_WITH_TOOLS):
+            notes.append(
+                "no structured output: the strict Draft parser alone decides (a fenced or"
+                " prefixed answer fails closed)"
+            )
+        return notes
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "endpoint": self.endpoint,
+            "model": self.model,
+            "usable": self.usable and not self.stopped,
+            "failure": self.failure or None,
+            "requests": self.requests,
+            "capabilities": {
+                c.value: {"supported": f.supported, "reason": f.reason}
+                for c, f in self.capabilities.items()
+            },
+            "recommended": self.recommended,
+            "warnings": self.warnings,
+        }
+
+
+# --- the request bodies -------------------------------------------------------------------------
+
+
+def _echo_tool() -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": PROBE_TOOL,
+            "description": "Echo one word back.",
+            "parameters": {
+                "type": "object",
+                "properties": {"word": {"type": "string"}},
+                "required": ["word"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+def strict_tool_specs() -> list[dict[str, Any]]:
+    """The three tool definitions exactly as a ``json_schema`` run sends them (LlamaIndex marks
+    each ``strict`` and closes its parameters)."""
+    from plugin.agent import tool_definitions
+
+    specs: list[dict[str, Any]] = []
+    for tool in tool_definitions(True):
+        spec: dict[str, Any] = tool.metadata.to_openai_tool(skip_length_check=True)
+        spec["function"]["strict"] = True
+        spec["function"]["parameters"]["additionalProperties"] = False
+        specs.append(spec)
+    return specs
+
+
+def probe_bodies(model: str) -> dict[Capability, dict[str, Any]]:
+    """The request body of each probe, in the order they are sent."""
+    from plugin.llm import draft_response_format
+
+    tool_call: dict[str, Any] = {
+        "model": model,
+        "messages": [
+            {"role": "system", "content": f"Capability probe. Call {PROBE_TOOL} with word 'ok'."},
+            {"role": "user", "content": f"Call {PROBE_TOOL} now."},
+        ],
+        "tools": [_echo_tool()],
+        "tool_choice": {"type": "function", "function": {"name": PROBE_TOOL}},
+        "max_tokens": TOOL_MAX_TOKENS,
+        "temperature": 0,
+    }
+    draft: dict[str, Any] = {
+        "model": model,
+        "messages": [
+            {
+                "role": "system",
+                "content": "Capability probe. Call no tool. Answer with one JSON object: a"
+                " diagnosis draft with conclusion null, empty analysis, action_plan,"
+                ' recommendations and checked_scope, and missing_info ["probe"].',
+            },
+            {"role": "user", "content": "Answer now."},
+        ],
+        "tools": strict_tool_specs(),
+        "tool_choice": "none",
+        "response_format": draft_response_format(),
+        "max_tokens": DRAFT_MAX_TOKENS,
+        "temperature": 0,
+    }
+    return {
+        Capability.TOOL_CALLING: tool_call,
+        Capability.PARALLEL_TOOL_CALLS: {**tool_call, "parallel_tool_calls": False},
+        Capability.JSON_SCHEMA_WITH_TOOLS: draft,
+    }
+
+
+# --- sending, and summarising what came back ----------------------------------------------------
+
+
+def _error_code(response: httpx.Response, sent: Mapping[str, Any]) -> str:
+    """A short, safe code from an error body: ``code``/``type``, and ``param`` if it names a
+    key of the request. Nothing else of the body is ever shown."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return ""
+    if not isinstance(error, dict):
+        return ""
+    parts: list[str] = []
+    for key in ("code", "type"):
+        value = error.get(key)
+        if isinstance(value, int | str) and _SHORT_CODE.fullmatch(str(value)):
+            parts.append(str(value))
+            break
+    param = error.get("param")
+    if isinstance(param, str) and _PARAM.fullmatch(param):
+        if re.split(r"[.\[]", param, maxsplit=1)[0] in sent:
+            parts.append(f"({param})")
+    return " ".join(parts)
+
+
+def _http_problem(response: httpx.Response, sent: Mapping[str, Any]) -> Answer:
+    status = response.status_code
+    code = _error_code(response, sent)
+    summary = f"HTTP {status}" + (f" {code}" if code else "")
+    if status in {401, 403}:
+        return Answer(None, f"refused the key ({summary})", fatal=True)
+    if status == 404:
+        return Answer(
+            None, f"{summary}: wrong OPENAI_BASE_URL path or unknown DIAG_MODEL", fatal=True
+        )
+    return Answer(None, f"refused ({summary})")
+
+
+async def _send(
+    client: httpx.AsyncClient, url: str, body: Mapping[str, Any], request_seconds: float
+) -> Answer:
+    try:
+        response = await client.post(url, json=body)
+    except httpx.TimeoutException:
+        return Answer(None, f"no answer within {request_seconds:g} s", fatal=True)
+    except httpx.HTTPError as exc:
+        return Answer(None, f"unreachable ({type(exc).__name__})", fatal=True)
+    if not 200 <= response.status_code < 300:
+        return _http_problem(response, body)
+    try:
+        parsed = response.json()
+    except ValueError:
+        return Answer(None, f"answered HTTP {response.status_code} with a body that is not JSON")
+    if not isinstance(parsed, dict):
+        return Answer(None, "answered JSON that is not a chat completion")
+    return Answer(parsed)
+
+
+def _message(body: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return {}, ""
+    message = choices[0].get("message")
+    finish = choices[0].get("finish_reason")
+    return (message if isinstance(message, dict) else {}), str(finish or "")
+
+
+def _judge_tool_call(answer: Answer) -> Finding:
+    if answer.body is None:
+        return Finding(False, answer.problem)
+    message, finish = _message(answer.body)
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list) or not calls:
+        what = "text instead" if message.get("content") else "nothing"
+        return Finding(False, f"no tool call came back ({what}; finish_reason {finish or '-'})")
+    function = calls[0].get("function") if isinstance(calls[0], dict) else None
+    if not isinstance(function, dict) or function.get("name") != PROBE_TOOL:
+        return Finding(False, f"the tool call does not name the offered tool {PROBE_TOOL}")
+    arguments = function.get("arguments")
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else None
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        return Finding(False, "the tool call's arguments are not a JSON object")
+    return Finding(True, f"{PROBE_TOOL} called with JSON arguments")
+
+
+def _judge_accepted(answer: Answer) -> Finding:
+    if answer.body is None:
+        return Finding(False, answer.problem)
+    return Finding(True, "a request carrying parallel_tool_calls: false was answered")
+
+
+def _judge_draft(answer: Answer) -> Finding:
+    if answer.body is None:
+        return Finding(False, answer.problem)
+    message, finish = _message(answer.body)
+    content = message.get("content")
+    if not isinstance(content, str) or not content.strip():
+        return Finding(False, f"accepted, but the answer has no content (finish_reason {finish})")
+    try:
+        json.loads(content)
+    except ValueError:
+        cut = " (cut at max_tokens)" if finish == "length" else ""
+        return Finding(False, f"accepted, but the answer's content is not JSON{cut}")
+    return Finding(True, "accepted with the strict tools; the answer's content is JSON")
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _judge_usage(answers: list[Answer]) -> Finding:
+    bodies = [a.body for a in answers if a.body is not None]
+    if not bodies:
+        return Finding(False, "not probed: no request was answered")
+    for body in bodies:
+        usage = body.get("usage")
+        if not isinstance(usage, dict):
+            return Finding(False, f"an answer carried no usage ({len(bodies)} answered)")
+        if not (
+            _is_count(usage.get("prompt_tokens")) and _is_count(usage.get("completion_tokens"))
+        ):
+            return Finding(
+                False, "an answer's usage lacks non-negative prompt_tokens/completion_tokens"
+            )
+    return Finding(True, f"prompt and completion tokens in each of {len(bodies)} answers")
+
+
+_JUDGES = {
+    Capability.TOOL_CALLING: _judge_tool_call,
+    Capability.PARALLEL_TOOL_CALLS: _judge_accepted,
+    Capability.JSON_SCHEMA_WITH_TOOLS: _judge_draft,
+}
+
+
+async def probe_model(
+    *,
+    base_url: str,
+    api_key: str | None,
+    model: str,
+    request_seconds: float,
+    endpoint: str,
+    structured_output: str = "off",
+) -> ModelReport:
+    """Send the probes in order; stop at the first fatal answer."""
+    report = ModelReport(endpoint=endpoint, model=model, structured_output=structured_output)
+    url = base_url.rstrip("/") + "/chat/completions"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    answers: list[Answer] = []
+    async with httpx.AsyncClient(timeout=request_seconds, headers=headers) as client:
+        for capability, body in probe_bodies(model).items():
+            if report.stopped:
+                report.capabilities[capability] = Finding(False, f"not probed: {report.stopped}")
+                continue
+            answer = await _send(client, url, body, request_seconds)
+            report.requests += 1
+            answers.append(answer)
+            report.capabilities[capability] = _JUDGES[capability](answer)
+            if answer.fatal:
+                report.stopped = f"endpoint {endpoint} {answer.problem}"
+    report.capabilities[Capability.USAGE] = _judge_usage(answers)
+    return report

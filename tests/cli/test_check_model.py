@@ -1,0 +1,321 @@
+"""``python -m plugin check --model`` as a process, against endpoints lacking each capability.
+
+The endpoint is the scripted model server (``CapabilityModelServer``: the shipped double plus a
+knob that answers 400 to requests carrying a given key). Each test asserts the exit code, the
+verdict per capability with its reason, the recommended settings, the exact number of requests
+and what each request body carried; no key and no raw error body may reach the output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plugin.agent import tool_definitions
+from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
+from plugin.llm import DiagnosisLLM, draft_response_format
+from tests.cli.capability_model import (
+    CapabilityModelServer,
+    Checked,
+    Refusal,
+    never,
+    refuse_parallel_tool_calls,
+    refuse_response_format_with_tools,
+    run_check_model,
+)
+from tests.cli.test_check import closed_port
+
+KEY = "sk-CANARY-model-key-6620"
+MODEL = "probe-model-x"
+DRAFT = json.dumps(
+    {
+        "conclusion": None,
+        "analysis": [],
+        "action_plan": [],
+        "recommendations": [],
+        "limitations": {"checked_scope": [], "missing_info": ["probe"]},
+    }
+)
+CAPABILITIES = ("tool_calling", "parallel_tool_calls", "json_schema_with_tools", "usage")
+
+StartCapable = Callable[..., Awaitable[CapabilityModelServer]]
+
+
+def echo(arguments: str | dict[str, Any] | None = None, **usage: Any) -> ModelStep:
+    call = ToolCallSpec(
+        "call_probe_1", "probe_echo", {"word": "ok"} if arguments is None else arguments
+    )
+    return ModelStep(tool_calls=(call,), **usage)
+
+
+def draft(content: str = DRAFT, **usage: Any) -> ModelStep:
+    return ModelStep(content=content, **usage)
+
+
+def capable() -> list[ModelStep]:
+    return [echo(), echo(), draft()]
+
+
+@pytest.fixture
+async def capability_server() -> AsyncIterator[StartCapable]:
+    """Start servers; at teardown each must have served exactly its script."""
+    servers: list[CapabilityModelServer] = []
+
+    async def start(steps: Sequence[ModelStep], refuse: Refusal = never) -> CapabilityModelServer:
+        server = await CapabilityModelServer(list(steps), refuse=refuse).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        await server.stop()
+    for server in servers:
+        server.assert_complete()
+
+
+async def check(
+    tmp_path: Path, server: CapabilityModelServer | None, *flags: str, **env: str
+) -> Checked:
+    base = server.base_url if server else f"http://127.0.0.1:{closed_port()}/v1"
+    settings = {"OPENAI_BASE_URL": base, "OPENAI_API_KEY": KEY, "DIAG_MODEL": MODEL, **env}
+    return await run_check_model(tmp_path, *flags, secrets=(KEY, "CANARY"), **settings)
+
+
+def real_json_schema_tools() -> list[dict[str, Any]]:
+    """The tool definitions a ``DIAG_STRUCTURED_OUTPUT=json_schema`` run sends (the harness's
+    own LLM class preparing the harness's own strict tools)."""
+    llm = DiagnosisLLM(model=MODEL, api_key="unused", strict=True)
+    prepared = llm._prepare_chat_with_tools(list(tool_definitions(True)))
+    tools: list[dict[str, Any]] = prepared["tools"]
+    return tools
+
+
+def assert_probe_bodies(server: CapabilityModelServer, count: int = 3) -> None:
+    """The probes send what they claim, in order, and nothing else."""
+    bodies = server.received
+    assert len(bodies) == count
+    assert server.authorizations == [f"Bearer {KEY}"] * count
+    first = bodies[0]
+    assert first["model"] == MODEL
+    assert [t["function"]["name"] for t in first["tools"]] == ["probe_echo"]
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "probe_echo"}}
+    assert 0 < first["max_tokens"] <= 64
+    assert "parallel_tool_calls" not in first and "response_format" not in first
+    if count < 2:
+        return
+    assert bodies[1] == {**first, "parallel_tool_calls": False}
+    if count < 3:
+        return
+    third = bodies[2]
+    assert third["model"] == MODEL
+    assert third["response_format"] == draft_response_format()
+    assert third["response_format"]["json_schema"]["strict"] is True
+    assert third["tools"] == real_json_schema_tools()
+    assert all(t["function"]["strict"] is True for t in third["tools"])
+    assert [t["function"]["name"] for t in third["tools"]] == [
+        "lookup_knowledge", "query_logs", "query_mysql",
+    ]  # fmt: skip
+    assert third["tool_choice"] == "none"
+    assert 0 < third["max_tokens"] <= 300
+    assert "parallel_tool_calls" not in third
+
+
+# -- fully capable ---------------------------------------------------------------------------------
+
+
+async def test_fully_capable_endpoint(tmp_path: Path, capability_server: StartCapable) -> None:
+    server = await capability_server(capable())
+    checked = await check(tmp_path, server, "--json")
+    assert checked.code == 0, checked.out + checked.err
+    assert_probe_bodies(server)
+    model = checked.model
+    assert model["status"] == "OK"
+    assert model["usable"] is True and model["failure"] is None
+    assert model["requests"] == 3
+    assert checked.supported() == dict.fromkeys(CAPABILITIES, True)
+    assert model["recommended"] == {"DIAG_STRUCTURED_OUTPUT": "json_schema"}
+    assert model["warnings"] == []
+    part = next(c for c in checked.report["checks"] if c["name"] == "model")
+    assert part["status"] == "OK" and "usable (4/4 capabilities)" in part["detail"]
+    assert MODEL in part["detail"]
+
+    text_server = await capability_server(capable())
+    text = await check(tmp_path, text_server)
+    assert text.code == 0, text.out
+    lines = text.out.splitlines()
+    model_line = next(i for i, line in enumerate(lines) if line.startswith("model "))
+    shown = lines[model_line + 1 : model_line + 6]
+    assert [line.split()[0] for line in shown] == ["yes"] * 4 + ["recommended"]
+    assert "DIAG_STRUCTURED_OUTPUT=json_schema" in shown[4]
+    assert "tool calling with JSON arguments" in shown[0]
+
+
+# -- tool calling missing: the model is unusable, exit 1 -------------------------------------------
+
+
+async def test_text_instead_of_a_tool_call(tmp_path: Path, capability_server: StartCapable) -> None:
+    server = await capability_server(
+        [draft("I would echo ok."), draft("I would echo ok."), draft()]
+    )
+    checked = await check(tmp_path, server, "--json")
+    assert checked.code == 1
+    assert_probe_bodies(server)
+    model = checked.model
+    assert model["status"] == "FAILED" and model["usable"] is False
+    assert checked.supported()["tool_calling"] is False
+    assert "no tool call came back (text instead" in model["capabilities"]["tool_calling"]["reason"]
+    assert "tool calling missing" in model["failure"]
+    assert model["recommended"] == {}
+    assert any("unusable" in w for w in model["warnings"])
+    text_server = await capability_server(
+        [draft("I would echo ok."), draft("I would echo ok."), draft()]
+    )
+    text = await check(tmp_path, text_server)
+    assert text.code == 1
+    assert "MISSING         tool calling with JSON arguments: no tool call" in text.out
+    assert "tool calling missing: the model is unusable" in text.out
+
+
+async def test_arguments_that_are_not_json(tmp_path: Path, capability_server: StartCapable) -> None:
+    server = await capability_server([echo("{word: ok"), echo("{word: ok"), draft()])
+    checked = await check(tmp_path, server, "--json")
+    assert checked.code == 1
+    assert_probe_bodies(server)
+    found = checked.model["capabilities"]["tool_calling"]
+    assert found == {
+        "supported": False, "reason": "the tool call's arguments are not a JSON object",
+    }  # fmt: skip
+    assert checked.supported()["parallel_tool_calls"] is True
+
+
+# -- parallel_tool_calls refused: every diagnosis request carries it, exit 1 -----------------------
+
+
+async def test_parallel_tool_calls_refused(tmp_path: Path, capability_server: StartCapable) -> None:
+    server = await capability_server([echo(), draft()], refuse=refuse_parallel_tool_calls)
+    checked = await check(tmp_path, server, "--json")
+    assert checked.code == 1
+    assert_probe_bodies(server)
+    assert server.refused == [server.received[1]]
+    assert checked.supported() == {
+        "tool_calling": True, "parallel_tool_calls": False,
+        "json_schema_with_tools": True, "usage": True,
+    }  # fmt: skip
+    reason = checked.model["capabilities"]["parallel_tool_calls"]["reason"]
+    assert reason == "refused (HTTP 400 unsupported_parameter (parallel_tool_calls))"
+    assert "parallel_tool_calls: false refused" in checked.model["failure"]
+    assert checked.model["recommended"] == {}
+
+
+# -- structured output: reported, a failure only when configured ----------------------------------
+
+
+async def test_response_format_with_tools_refused(
+    tmp_path: Path, capability_server: StartCapable
+) -> None:
+    server = await capability_server([echo(), echo()], refuse=refuse_response_format_with_tools)
+    checked = await check(tmp_path, server, "--json")
+    assert checked.code == 0, checked.out
+    assert_probe_bodies(server)
+    assert server.refused == [server.received[2]]
+    found = checked.model["capabilities"]["json_schema_with_tools"]
+    assert found == {
+        "supported": False, "reason": "refused (HTTP 400 unsupported_parameter (response_format))",
+    }  # fmt: skip
+    assert checked.model["recommended"] == {"DIAG_STRUCTURED_OUTPUT": "off"}
+    assert any("no structured output" in w for w in checked.model["warnings"])
+
+    configured = await capability_server([echo(), echo()], refuse=refuse_response_format_with_tools)
+    strict = await check(tmp_path, configured, "--json", DIAG_STRUCTURED_OUTPUT="json_schema")
+    assert strict.code == 1
+    assert_probe_bodies(configured)
+    assert strict.model["status"] == "FAILED"
+    assert "DIAG_STRUCTURED_OUTPUT=json_schema is set" in strict.model["failure"]
+    assert strict.model["recommended"] == {"DIAG_STRUCTURED_OUTPUT": "off"}
+
+
+async def test_non_json_content_under_response_format(
+    tmp_path: Path, capability_server: StartCapable
+) -> None:
+    server = await capability_server([echo(), echo(), draft(f"```json\n{DRAFT}\n```")])
+    checked = await check(tmp_path, server, "--json")
+    assert checked.code == 0, checked.out
+    assert_probe_bodies(server)
+    found = checked.model["capabilities"]["json_schema_with_tools"]
+    assert found == {"supported": False, "reason": "accepted, but the answer's content is not JSON"}
+    assert checked.model["recommended"] == {"DIAG_STRUCTURED_OUTPUT": "off"}
+
+
+# -- usage missing: budgets estimated, not a failure -----------------------------------------------
+
+
+async def test_usage_missing(tmp_path: Path, capability_server: StartCapable) -> None:
+    none = {"prompt_tokens": None, "completion_tokens": None}
+    steps = [echo(**none), echo(**none), draft(**none)]
+    server = await capability_server(steps)
+    checked = await check(tmp_path, server, "--json")
+    assert checked.code == 0, checked.out
+    assert_probe_bodies(server)
+    assert checked.supported() == {**dict.fromkeys(CAPABILITIES, True), "usage": False}
+    assert checked.model["capabilities"]["usage"]["reason"].startswith("an answer carried no usage")
+    assert checked.model["recommended"] == {"DIAG_STRUCTURED_OUTPUT": "json_schema"}
+    assert any("will be estimated" in w for w in checked.model["warnings"])
+
+    text_server = await capability_server(steps)
+    text = await check(tmp_path, text_server)
+    assert text.code == 0
+    assert "MISSING         usage reported: an answer carried no usage" in text.out
+    assert "recommended     DIAG_STRUCTURED_OUTPUT=json_schema" in text.out
+    assert "warning         usage not reported: token budgets" in text.out
+
+
+async def test_negative_usage_counts_are_not_usage(
+    tmp_path: Path, capability_server: StartCapable
+) -> None:
+    server = await capability_server([echo(), echo(prompt_tokens=-5), draft()])
+    checked = await check(tmp_path, server, "--json")
+    assert checked.code == 0
+    assert checked.supported()["usage"] is False
+    assert "non-negative" in checked.model["capabilities"]["usage"]["reason"]
+
+
+# -- the endpoint refuses the key, or is not there: one request at most, exit 1 -------------------
+
+
+async def test_key_refused_stops_after_one_request(
+    tmp_path: Path, capability_server: StartCapable
+) -> None:
+    body = json.dumps(
+        {"error": {"message": f"Incorrect API key {KEY}", "type": "invalid_request_error",
+                   "code": "invalid_api_key", "param": None}}
+    )  # fmt: skip
+    server = await capability_server([ModelStep(status=401, raw_body=body)])
+    checked = await check(tmp_path, server, "--json")
+    assert checked.code == 1
+    assert_probe_bodies(server, count=1)
+    model = checked.model
+    assert model["requests"] == 1
+    assert model["detail"] == (
+        f"endpoint 127.0.0.1:{server.base_url.split(':')[2].split('/')[0]}"
+        " refused the key (HTTP 401 invalid_api_key)"
+    )
+    assert checked.supported() == dict.fromkeys(CAPABILITIES, False)
+    assert model["capabilities"]["parallel_tool_calls"]["reason"].startswith("not probed:")
+    assert model["recommended"] == {} and model["warnings"] == []
+
+
+async def test_closed_port(tmp_path: Path) -> None:
+    checked = await check(tmp_path, None, "--json")
+    assert checked.code == 1
+    model = checked.model
+    assert model["status"] == "FAILED" and model["requests"] == 1
+    assert "unreachable (ConnectError)" in model["detail"]
+    assert checked.supported() == dict.fromkeys(CAPABILITIES, False)
+    assert model["capabilities"]["usage"]["reason"] == "not probed: no request was answered"
+    text = await check(tmp_path, None)
+    assert text.code == 1
+    assert text.out.count("MISSING") == 4
