@@ -141,7 +141,10 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     # numbers with a unit (durations, sizes, percentages) keep the unit: 3000ms -> <*>ms
     (
         re.compile(
-            r"\d+(?:[.,]\d+)*(?=(?:ns|us|µs|ms|s|m|h|d|[KMGT]i?B|B|%)" + _NOT_ALNUM_AFTER + ")"
+            _NOT_ALNUM_BEFORE
+            + r"\d+(?:[.,]\d+)*(?=(?:ns|us|µs|ms|s|m|h|d|[KMGT]i?B|B|%)"
+            + _NOT_ALNUM_AFTER
+            + ")"
         ),
         WILDCARD,
     ),
@@ -152,6 +155,8 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         WILDCARD,
     ),
+    # upper-case ids after a prefix, even without a digit: pay_DAMPHFXMULRU -> pay_<*>
+    (re.compile(r"(?<=_)[A-Z0-9]{12,}" + _NOT_ALNUM_AFTER), WILDCARD),
     # every remaining digit run (a version's dots included): no digit is ever shown
     (re.compile(r"\d+(?:[.,]\d+)*"), WILDCARD),
     # adjacent wildcards joined by punctuation collapse: <*>.<*>, <*>:<*>

@@ -20,7 +20,7 @@ EXPECTED = {
     "3 slack ack": 1,
     "4 tools: query_mysql": 2,
     "4 tools: lookup_knowledge": 2,
-    "4 tools: query_logs": 3,
+    "4 tools: query_logs": 5,
     "5 cold start": 1,
 }
 
