@@ -10,12 +10,18 @@ pydantic Envelope schemas, bounds included) and, for an LLM with ``strict`` set
 (``DIAG_STRUCTURED_OUTPUT=json_schema``), the same Envelopes within OpenAI's strict subset
 (``plugin.strict_schema``: every field required, optional ones nullable, no bounds). The
 Envelope parser accepts exactly what either permits and enforces the bounds.
+
+The descriptions are per run: they carry the catalogues (``plugin.catalog``) and come from
+``prompts/tools.<lang>.md``. A run's tools are the cached definitions with that run's
+descriptions (:func:`described_tools`: a shallow copy of the metadata sharing the cached schema,
+itself cached per set of descriptions), so the schemas are still generated once per process.
 """
 
 from __future__ import annotations
 
 import copy
-from functools import cache
+from collections.abc import Sequence
+from functools import cache, lru_cache
 from typing import Any
 
 from llama_index.core.agent.workflow import FunctionAgent, ToolCall, ToolCallResult
@@ -28,16 +34,11 @@ from pydantic import PrivateAttr
 
 from plugin.envelope import envelope_model
 from plugin.interceptor import INPUT_MODELS, ToolInterceptor
+from plugin.prompts import prompt_set
 from plugin.strict_schema import strict_schema
 from tools.base import ToolName
 
-__all__ = ["DiagnosisAgent", "build_agent", "tool_definitions"]
-
-_DESCRIPTIONS = {
-    ToolName.LOOKUP_KNOWLEDGE: "检索运维手册（runbook）中与问题相关的章节。",
-    ToolName.QUERY_LOGS: "检索某个服务在有界时间窗口（不超过 24 小时）内的日志，最新的在前。",
-    ToolName.QUERY_MYSQL: "在业务库上执行一条只读 SELECT 语句；必须说明 purpose。",
-}
+__all__ = ["DiagnosisAgent", "build_agent", "described_tools", "tool_definitions"]
 
 
 # The root keys a strict tool schema keeps (LlamaIndex keeps the same minus additionalProperties,
@@ -63,6 +64,17 @@ class _FrozenToolMetadata(ToolMetadata):
     def get_parameters_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self._parameters)
 
+    def to_openai_tool(self, skip_length_check: bool = True) -> dict[str, Any]:
+        """The OpenAI tool spec; a catalogue may take the description past 1024 characters
+        (bounded by ``plugin.catalog``), which LlamaIndex's own check would refuse."""
+        return super().to_openai_tool(skip_length_check=True)
+
+    def described(self, description: str) -> _FrozenToolMetadata:
+        """This metadata with another description, sharing the generated schema."""
+        twin = copy.copy(self)
+        twin.description = description
+        return twin
+
 
 class EnvelopeTool(AsyncBaseTool):
     """A tool definition offered to the model: name, description and Envelope schema.
@@ -74,7 +86,7 @@ class EnvelopeTool(AsyncBaseTool):
     def __init__(self, tool: ToolName, *, strict: bool = False) -> None:
         self._metadata = _FrozenToolMetadata(
             name=tool.value,
-            description=_DESCRIPTIONS[tool],
+            description=prompt_set().description(tool.value),
             fn_schema=envelope_model(INPUT_MODELS[tool]),
             strict=strict,
         )
@@ -82,6 +94,12 @@ class EnvelopeTool(AsyncBaseTool):
     @property
     def metadata(self) -> ToolMetadata:
         return self._metadata
+
+    def described(self, description: str) -> EnvelopeTool:
+        """This definition with another description (the schema is shared, not regenerated)."""
+        twin = copy.copy(self)
+        twin._metadata = self._metadata.described(description)
+        return twin
 
     def call(self, input: Any) -> ToolOutput:
         raise RuntimeError("diagnosis tools run only through the harness interceptor")
@@ -95,6 +113,16 @@ def tool_definitions(strict: bool = False) -> tuple[EnvelopeTool, ...]:
     """The three tool definitions (``strict``: within OpenAI's strict subset); immutable, so
     each variant is built once per process."""
     return tuple(EnvelopeTool(tool, strict=strict) for tool in ToolName)
+
+
+@lru_cache(maxsize=16)
+def described_tools(strict: bool, descriptions: tuple[str, ...]) -> tuple[EnvelopeTool, ...]:
+    """The three definitions with a run's ``descriptions`` (``ToolName`` order); a set of
+    descriptions (one catalogue snapshot) is built once, then shared by the runs that see it."""
+    return tuple(
+        tool.described(description)
+        for tool, description in zip(tool_definitions(strict), descriptions, strict=True)
+    )
 
 
 class DiagnosisAgent(FunctionAgent):
@@ -167,14 +195,25 @@ def _raw_arguments(
     return "", None
 
 
-def build_agent(llm: LLM, system_prompt: str, interceptor: ToolInterceptor) -> DiagnosisAgent:
+def build_agent(
+    llm: LLM,
+    system_prompt: str,
+    interceptor: ToolInterceptor,
+    descriptions: Sequence[str] | None = None,
+) -> DiagnosisAgent:
     """The run's agent; the tool schemas follow the LLM's ``strict`` flag (which is what marks
-    the definitions ``"strict": true`` in the request)."""
+    the definitions ``"strict": true`` in the request); ``descriptions`` (``ToolName`` order,
+    with the run's catalogues) replace the plain ones."""
     strict = getattr(llm, "strict", False) is True
+    tools = (
+        described_tools(strict, tuple(descriptions))
+        if descriptions is not None
+        else tool_definitions(strict)
+    )
     agent = DiagnosisAgent(
         name="diagnosis_agent",
         description="Evidence-bound incident diagnosis",
-        tools=list(tool_definitions(strict)),
+        tools=list(tools),
         llm=llm,
         system_prompt=system_prompt,
         streaming=False,

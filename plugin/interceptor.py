@@ -47,7 +47,7 @@ from plugin.observations import (
     ID_MISSING,
     ID_REUSED,
     ID_TOO_LONG,
-    NOTHING_PENDING_HINT,
+    Hints,
     RejectCode,
     error_observation,
     ready_observation,
@@ -56,6 +56,7 @@ from plugin.observations import (
     stop_required_bound,
     stop_required_observation,
 )
+from plugin.prompts import prompt_set
 from tools.base import (
     AdapterCall,
     AdapterErrorCode,
@@ -135,11 +136,18 @@ Decision = Execute | Respond | Stop
 class ToolInterceptor:
     """Enforces the envelope, evaluation, saturation, budget and capacity rules for one run."""
 
-    def __init__(self, ctx: RunContext, adapters: Mapping[ToolName, EvidenceAdapter[Any]]) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        adapters: Mapping[ToolName, EvidenceAdapter[Any]],
+        hints: Hints | None = None,
+    ) -> None:
         self._ctx = ctx
         self._adapters = adapters
+        # The observation hints of the run's prompt language (default: the zh set).
+        self._hints = hints if hints is not None else prompt_set().hints
         self._max_obs = ctx.budgets.max_observation_bytes
-        self._stop_bound = stop_required_bound(self._max_obs)
+        self._stop_bound = stop_required_bound(self._max_obs, self._hints)
         self._bounds: dict[tuple[str, str], int] = {}
 
     async def handle(
@@ -271,7 +279,7 @@ class ToolInterceptor:
                 tool,
                 tool_call_id,
                 RejectCode.PREVIOUS_OBSERVATION_MISMATCH,
-                hint=NOTHING_PENDING_HINT,
+                hint=self._hints["NOTHING_PENDING"],
             )
         if previous is None:
             code = RejectCode.PREVIOUS_OBSERVATION_REQUIRED
@@ -305,7 +313,7 @@ class ToolInterceptor:
         key = (tool_call_id, tool_name)
         bound = self._bounds.get(key)
         if bound is None:
-            bound = rejection_bound(tool_call_id, tool_name, self._max_obs)
+            bound = rejection_bound(tool_call_id, tool_name, self._max_obs, self._hints)
             self._bounds[key] = bound
         return bound
 
@@ -339,7 +347,9 @@ class ToolInterceptor:
             return candidate
         if isinstance(candidate, Execute):
             return self._stop_answer(candidate.tool, tool_call_id, candidate)
-        observation = stop_required_observation(tool_call_id, tool_name, max_bytes=self._max_obs)
+        observation = stop_required_observation(
+            tool_call_id, tool_name, max_bytes=self._max_obs, hints=self._hints
+        )
         invocation = candidate.invocation
         if invocation is not None:
             invocation = replace(invocation, code=STOP_REQUIRED_CODE)
@@ -360,10 +370,12 @@ class ToolInterceptor:
     ) -> Respond:
         """An answer that creates no canonical invocation (unknown tool, unusable id)."""
         if first_in_round and self._must_stop(self._ctx.ledger.no_gain_streak):
-            text = stop_required_observation(tool_call_id, tool_name, max_bytes=self._max_obs)
+            text = stop_required_observation(
+                tool_call_id, tool_name, max_bytes=self._max_obs, hints=self._hints
+            )
             return Respond(text, None, requires_stop=True)
         text = rejected_observation(
-            tool_call_id, tool_name, code, field=field, max_bytes=self._max_obs
+            tool_call_id, tool_name, code, field=field, max_bytes=self._max_obs, hints=self._hints
         )
         return Respond(text, None)
 
@@ -379,7 +391,9 @@ class ToolInterceptor:
         )
         if execute is not None:
             invocation.canonical = execute.canonical
-        text = stop_required_observation(tool_call_id, tool, max_bytes=self._max_obs)
+        text = stop_required_observation(
+            tool_call_id, tool, max_bytes=self._max_obs, hints=self._hints
+        )
         consumed = execute.consumed if execute is not None else None
         return Respond(text, invocation, consumed, requires_stop=True)
 
@@ -403,6 +417,7 @@ class ToolInterceptor:
             field=field,
             hint=hint,
             max_bytes=self._max_obs,
+            hints=self._hints,
         )
         invocation = self._invocation(
             tool, tool_call_id, code=code.value, business=business, scope=scope

@@ -7,17 +7,20 @@ about counters, thresholds or remaining budget is ever said.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel
+
+from plugin.prompts import FIELD_SLOT, prompt_set
 
 __all__ = [
     "ID_MISSING",
     "ID_REUSED",
     "ID_TOO_LONG",
     "EvidenceStatus",
+    "Hints",
     "RejectCode",
     "error_observation",
     "ready_observation",
@@ -26,6 +29,15 @@ __all__ = [
     "stop_required_bound",
     "stop_required_observation",
 ]
+
+
+Hints = Mapping[str, str]
+"""One line per code (``RejectCode`` values, ``NOTHING_PENDING``, ``STOP_REQUIRED``), read from
+``prompts/hints.<lang>.md`` (:mod:`plugin.prompts`); the default is the ``zh`` set."""
+
+
+def _hints(hints: Hints | None) -> Hints:
+    return hints if hints is not None else prompt_set().hints
 
 
 class EvidenceStatus(StrEnum):
@@ -48,31 +60,6 @@ class RejectCode(StrEnum):
     UNKNOWN_TOOL = "UNKNOWN_TOOL"
 
 
-_HINTS = {
-    RejectCode.INVALID_ENVELOPE: (
-        'arguments must be one JSON object {"previous_observation"?, "input"} matching the '
-        "tool schema; problem at: {field}"
-    ),
-    RejectCode.PREVIOUS_OBSERVATION_REQUIRED: (
-        "evaluate the previous result first: set previous_observation.tool_call_id to "
-        "expected_previous_tool_call_id and evaluation to GAINED or NO_GAIN"
-    ),
-    RejectCode.PREVIOUS_OBSERVATION_MISMATCH: (
-        "previous_observation must name expected_previous_tool_call_id with GAINED or NO_GAIN"
-    ),
-    RejectCode.DUPLICATE_CALL: (
-        "an equivalent request already ran in this run; use its result or ask something new"
-    ),
-    RejectCode.ONE_TOOL_PER_ROUND: (
-        "only the first tool call of a round is handled; ask again later only if still needed"
-    ),
-    RejectCode.UNKNOWN_TOOL: "available tools: lookup_knowledge, query_logs, query_mysql",
-}
-
-NOTHING_PENDING_HINT = (
-    "no result is waiting for an evaluation: omit previous_observation in this request"
-)
-
 # The ``field`` of an INVALID_ENVELOPE that is about the tool call id itself.
 ID_MISSING = "tool_call_id missing"
 ID_REUSED = "tool_call_id reused"
@@ -82,11 +69,6 @@ ID_TOO_LONG = "tool_call_id too long"
 _ID_CHARS = 128
 _TOOL_CHARS = 64
 _FIELD_CHARS = 80
-
-STOP_HINT = (
-    "evidence collection is over: reply now with the final DiagnosisDraft JSON object only, "
-    "citing READY tool_call_ids, with no further tool call"
-)
 
 
 def _dump(observation: dict[str, Any]) -> str:
@@ -213,18 +195,22 @@ def rejected_observation(
     field: str = "arguments",
     hint: str | None = None,
     max_bytes: int | None = None,
+    hints: Hints | None = None,
 ) -> str:
     observation = _head(tool_call_id, tool, EvidenceStatus.REJECTED)
     observation["error_code"] = code.value
     if expected_previous_tool_call_id is not None:
         observation["expected_previous_tool_call_id"] = expected_previous_tool_call_id[:_ID_CHARS]
-    observation["hint"] = hint or _HINTS[code].replace("{field}", field[:_FIELD_CHARS])
+    template = _hints(hints)[code.value]
+    observation["hint"] = hint or template.replace(FIELD_SLOT, field[:_FIELD_CHARS])
     return _fit(observation, max_bytes)
 
 
-def stop_required_observation(tool_call_id: str, tool: str, *, max_bytes: int | None = None) -> str:
+def stop_required_observation(
+    tool_call_id: str, tool: str, *, max_bytes: int | None = None, hints: Hints | None = None
+) -> str:
     observation = _head(tool_call_id, tool, EvidenceStatus.STOP_REQUIRED)
-    observation["hint"] = STOP_HINT
+    observation["hint"] = _hints(hints)["STOP_REQUIRED"]
     return _fit(observation, max_bytes)
 
 
@@ -237,19 +223,27 @@ _WORST_ID = "\x01" * _ID_CHARS
 _WORST_TOOL = "\x01" * _TOOL_CHARS
 
 
-def stop_required_bound(max_bytes: int) -> int:
+def stop_required_bound(max_bytes: int, hints: Hints | None = None) -> int:
     """The most bytes any STOP_REQUIRED observation can take, whatever id and tool it echoes."""
-    return _size(stop_required_observation(_WORST_ID, _WORST_TOOL, max_bytes=max_bytes))
+    return _size(
+        stop_required_observation(_WORST_ID, _WORST_TOOL, max_bytes=max_bytes, hints=hints)
+    )
 
 
-def rejection_bound(tool_call_id: str, tool: str, max_bytes: int) -> int:
+def rejection_bound(
+    tool_call_id: str, tool: str, max_bytes: int, hints: Hints | None = None
+) -> int:
     """The most bytes a request that is not the first of its round can be answered with.
 
     Such a request never runs: it is answered ONE_TOOL_PER_ROUND, UNKNOWN_TOOL or
     INVALID_ENVELOPE (reused, missing or over-long id).
     """
     return max(
-        _size(rejected_observation(tool_call_id, tool, code, field=field, max_bytes=max_bytes))
+        _size(
+            rejected_observation(
+                tool_call_id, tool, code, field=field, max_bytes=max_bytes, hints=hints
+            )
+        )
         for code, field in (
             (RejectCode.ONE_TOOL_PER_ROUND, "arguments"),
             (RejectCode.UNKNOWN_TOOL, "arguments"),

@@ -93,6 +93,13 @@ class Settings(BaseSettings):
         default=5.0, ge=0, validation_alias="DIAG_KNOWLEDGE_RESCAN_SECONDS"
     )
     cache_dir: Path = Field(default=Path(".diag-cache"), validation_alias="DIAG_CACHE_DIR")
+    catalog_refresh_seconds: float = Field(
+        default=300.0, ge=0, validation_alias="DIAG_CATALOG_REFRESH_SECONDS"
+    )
+    """How often the services, tables and runbook titles in the tool descriptions are re-read."""
+    prompt: str = Field(default="zh", validation_alias="DIAG_PROMPT")
+    """``zh``, ``en``, or the path of a system prompt file with the same slots (see
+    ``plugin.prompts``)."""
 
     slack_bot_token: SecretStr | None = Field(default=None, validation_alias="SLACK_BOT_TOKEN")
     slack_app_token: SecretStr | None = Field(default=None, validation_alias="SLACK_APP_TOKEN")
@@ -144,6 +151,17 @@ class Settings(BaseSettings):
             check_http_url(
                 value, what="a folder, or a Loki base URL http(s)://[user:pass@]host[:port]"
             )
+        return value
+
+    @field_validator("prompt", mode="after")
+    @classmethod
+    def _prompt(cls, value: str) -> str:
+        from plugin.prompts import PromptError, prompt_set
+
+        try:
+            prompt_set(value)
+        except PromptError as exc:
+            raise _bad(f"zh, en, or a readable prompt file with the same slots ({exc})") from None
         return value
 
     @field_validator("mysql_dsn", mode="after")

@@ -29,6 +29,7 @@ from workflows.handler import WorkflowHandler
 from plugin.agent import build_agent
 from plugin.audit import AuditSink, AuditWriter, audit_record
 from plugin.budget import Budgets
+from plugin.catalog import Catalogues
 from plugin.context import RunContext, new_run_id
 from plugin.draft import DraftDefect, DraftRejected, parse_draft
 from plugin.errors import BudgetStop, RunStop, StopReason
@@ -36,7 +37,7 @@ from plugin.hooks import HookSet, StepHook
 from plugin.interceptor import ToolInterceptor
 from plugin.llm import OversizedResponse, build_llm
 from plugin.logging_setup import bind_run_id
-from plugin.prompts import system_prompt
+from plugin.prompts import prompt_set
 from plugin.request import DiagnosisRequest, InputLimits, model_input
 from plugin.result import (
     ExecutionResult,
@@ -73,8 +74,14 @@ class Harness:
     audit: AuditSink
     http_client: httpx.AsyncClient | None = None
     audit_writer: AuditWriter = field(init=False, repr=False)
+    catalogues: Catalogues = field(init=False, repr=False)
+    """The tool descriptions with their catalogues (``DIAG_PROMPT``'s language), one snapshot
+    per run, refreshed every ``DIAG_CATALOG_REFRESH_SECONDS``."""
 
     def __post_init__(self) -> None:
+        self.catalogues = Catalogues(
+            self.adapters, prompt_set(self.settings.prompt), self.settings.catalog_refresh_seconds
+        )
         self.audit_writer = AuditWriter(
             self.audit, timeout_seconds=self.settings.audit_timeout_seconds
         )
@@ -182,7 +189,10 @@ class Harness:
             http_client=self.http_client,
             structured_output=s.structured_output,
         )
-        agent = build_agent(llm, system_prompt(), ToolInterceptor(ctx, self.adapters))
+        prompts = self.catalogues.prompts
+        descriptions = await self.catalogues.descriptions()  # this run's snapshot
+        interceptor = ToolInterceptor(ctx, self.adapters, prompts.hints)
+        agent = build_agent(llm, prompts.system, interceptor, descriptions)
         handler = agent.run(
             user_msg=message, max_iterations=s.max_model_calls + _ITERATION_HEADROOM
         )

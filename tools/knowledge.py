@@ -523,6 +523,14 @@ class KnowledgeAdapter:
         except OSError as exc:
             logger.warning("knowledge folder unavailable at startup (%s)", type(exc).__name__)
 
+    async def catalogue(self, limit: int) -> list[str] | None:
+        """Up to ``limit + 1`` runbook titles (first H1, else the file stem), in path order, for
+        the tool description; ``None`` when no folder is configured. Raises ``OSError`` when the
+        folder is unreadable. Read in a worker thread; nothing but titles leaves."""
+        if self.store is None:
+            return None
+        return await asyncio.to_thread(runbook_titles, self.store.folder, limit + 1)
+
     async def aclose(self) -> None:
         """Nothing to release: the index is plain memory plus files."""
 
@@ -531,3 +539,18 @@ def iter_sections(folder: Path) -> Iterator[Section]:
     """Every section of every runbook in ``folder`` (for tooling and tests)."""
     sections, _ = _read(folder, _scan(folder))
     yield from sections
+
+
+def runbook_titles(folder: Path, limit: int) -> list[str]:
+    """The titles of the first ``limit`` served runbooks of ``folder`` (path order)."""
+    sources = _scan(folder)
+    root = folder.resolve(strict=True)
+    titles: list[str] = []
+    for source in sources:
+        if len(titles) >= limit:
+            break
+        raw = _read_served(root, source.rel)
+        text = _text_of(raw) if raw is not None else None
+        if text is not None:
+            titles.append(_title_of(text, Path(source.rel).stem))
+    return titles

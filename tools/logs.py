@@ -47,6 +47,7 @@ import asyncio
 import base64
 import json
 import logging
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -162,6 +163,16 @@ class LogsAdapter:
         # Redaction is CPU work on up to 50 bounded texts: a worker thread, so the loop only
         # ever waits for one short, linear regex call (each holds the GIL while it runs).
         return await asyncio.to_thread(_project_page, page)
+
+    async def catalogue(self, limit: int) -> list[str] | None:
+        """Up to ``limit + 1`` known service names for the tool description (folder names, or
+        the Loki service label's values over the last 24 h); ``None`` when the source cannot
+        list services (not configured). Raises ``LogSourceError`` when the listing fails."""
+        services = getattr(self.source, "services", None)
+        if services is None:
+            return None
+        found: list[str] = await services(limit + 1)
+        return found
 
     async def aclose(self) -> None:
         await self.source.aclose()
@@ -459,6 +470,23 @@ class JsonlLogSource:
     async def aclose(self) -> None:
         """Nothing is held open between queries."""
 
+    async def services(self, limit: int) -> list[str]:
+        """The first ``limit`` service folder names, sorted (hidden entries skipped)."""
+        return await asyncio.to_thread(self._services, limit)
+
+    def _services(self, limit: int) -> list[str]:
+        try:
+            with os.scandir(self.folder) as entries:
+                names = sorted(
+                    entry.name
+                    for entry in entries
+                    if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False)
+                )
+        except OSError as exc:
+            logger.warning("log folder unreadable (%s)", type(exc).__name__)
+            raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
+        return names[:limit]
+
     def _search(self, q: LogsInput) -> LogPage:
         service_dir = self._service_dir(q.service)
         scan = _Scan(Tally(Grid.for_window(q.start, q.end)), _Newest(q.limit))
@@ -645,6 +673,10 @@ class _LokiResponse(BaseModel):
     data: _LokiData
 
 
+class _LokiLabelValues(BaseModel):
+    data: list[str] = Field(default_factory=list)
+
+
 class _LokiSeries(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -820,6 +852,7 @@ class LokiLogSource:
             raise ValueError("line_format must be json or logfmt")
         self.shape = _LokiShape(service_label, line_format)
         self.endpoint, self.authorization = _split_auth(base_url)
+        self.labels_endpoint = f"{self.endpoint}/loki/api/v1/label/{service_label}/values"
         self.endpoint += "/loki/api/v1/query_range"
         self.headers = {"X-Scope-OrgID": org_id} if org_id else {}
         self.timeout = aiohttp.ClientTimeout(total=timeout_seconds)
@@ -879,13 +912,30 @@ class LokiLogSource:
             items=page.items, truncated=summary.matched > len(page.items), summary=summary
         )
 
-    async def _get(self, params: dict[str, str]) -> bytes:
+    async def services(self, limit: int) -> list[str]:
+        """The first ``limit`` values (sorted) of the service label over the last 24 h."""
+        end = datetime.now(UTC)
+        params = {"start": _unix_ns(end - timedelta(hours=24)), "end": _unix_ns(end)}
+        try:
+            body = await self._get(params, self.labels_endpoint)
+        except TimeoutError:
+            raise LogSourceError(AdapterErrorCode.TIMEOUT) from None
+        except aiohttp.ClientError as exc:
+            logger.warning("loki label request failed (%s)", type(exc).__name__)
+            raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
+        try:
+            values = _LokiLabelValues.model_validate_json(body).data
+        except ValidationError:
+            raise LogSourceError(AdapterErrorCode.INTERNAL) from None
+        return sorted(set(values))[:limit]
+
+    async def _get(self, params: dict[str, str], endpoint: str | None = None) -> bytes:
         if self._session is None or self._session.closed:
             headers = dict(self.headers)
             if self.authorization is not None:
                 headers["Authorization"] = self.authorization
             self._session = aiohttp.ClientSession(timeout=self.timeout, headers=headers)
-        async with self._session.get(self.endpoint, params=params) as response:
+        async with self._session.get(endpoint or self.endpoint, params=params) as response:
             code = _status_code(response.status)
             if code is not None:
                 logger.warning("loki answered HTTP %d", response.status)

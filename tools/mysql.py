@@ -123,6 +123,23 @@ class _ServerFacts:
     privileges: GrantVerdict | None
 
 
+@dataclass(frozen=True, slots=True)
+class ColumnInfo:
+    """One column of the catalogue: name, SQL type, and whether its values are masked."""
+
+    name: str
+    type: str
+    masked: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TableColumns:
+    """One allowed table of the catalogue with its columns (in table order)."""
+
+    table: str
+    columns: tuple[ColumnInfo, ...]
+
+
 class _Unavailable(Exception):
     """The pool could not hand out a connection in time."""
 
@@ -275,6 +292,54 @@ class MysqlAdapter:
         finally:
             pool.release(conn)
         return facts.privileges
+
+    async def catalogue(self, limit: int) -> list[TableColumns] | None:
+        """The allowed tables the account can see, with their columns and types (secret-looking
+        columns marked), for the tool description; ``None`` when not configured.
+
+        Read through the same read-only account from ``information_schema.COLUMNS``, restricted
+        to the DSN database and the allowed tables (at most ``limit`` columns): names and types
+        only, never a row of data. An account that is not read-only (with ``require_read_only``)
+        gets no catalogue: raises ``PermissionError``; connection or server failures raise.
+        """
+        if self._dsn is None:
+            return None
+        dsn = self._dsn
+        pool = await self._ensure_pool(dsn)
+        conn = await self._acquire(pool)
+        try:
+            facts = await self._ensure_facts(conn, dsn)
+            if facts.privileges is not None and not facts.privileges.read_only:
+                raise PermissionError("the account is not read-only")
+            rows = await self._columns(conn, dsn.database, sorted(facts.allowed_tables), limit)
+        except BaseException:
+            conn.close()
+            raise
+        finally:
+            pool.release(conn)
+        tables: dict[str, list[ColumnInfo]] = {}
+        for table, column, column_type in rows:
+            name = str(column)
+            tables.setdefault(str(table), []).append(
+                ColumnInfo(name, str(column_type), masked=is_secret_column(name))
+            )
+        return [TableColumns(table, tuple(columns)) for table, columns in tables.items()]
+
+    async def _columns(
+        self, conn: Any, database: str, tables: list[str], limit: int
+    ) -> list[tuple[Any, ...]]:
+        if not tables:
+            return []
+        marks = ", ".join(["%s"] * len(tables))
+        sql = (
+            "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS"
+            f" WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({marks})"
+            f" ORDER BY TABLE_NAME, ORDINAL_POSITION LIMIT {int(limit)}"
+        )
+        async with asyncio.timeout(self._statement_timeout + _CLIENT_GRACE_SECONDS):
+            async with conn.cursor() as cur:
+                await cur.execute(sql, (database, *tables))
+                return list(await cur.fetchall())
 
     async def _ensure_pool(self, dsn: MysqlDsn) -> Any:
         """Create the single pool on first use; connections are opened lazily by the pool."""

@@ -16,6 +16,7 @@ import pytest
 from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
 from plugin.envelope import MAX_JSON_DEPTH, json_too_deep
 from plugin.errors import StopReason
+from plugin.prompts import prompt_set
 from plugin.request import DiagnosisRequest
 from plugin.result import FailureCode, Outcome
 from tests.conftest import StartServer
@@ -393,7 +394,7 @@ async def test_previous_observation_naming_nothing_pending_is_refused(
     observation = tool_messages(server.requests[-1])[-1]["observation"]
     assert observation["tool_call_id"] == "c3"
     assert observation["error_code"] == "PREVIOUS_OBSERVATION_MISMATCH"
-    assert "omit previous_observation" in observation["hint"]
+    assert observation["hint"] == prompt_set("zh").hints["NOTHING_PENDING"]
     assert "expected_previous_tool_call_id" not in observation
     assert table[ToolName.LOOKUP_KNOWLEDGE].calls == []
     assert result.outcome is Outcome.DRAFT

@@ -1,0 +1,192 @@
+"""The catalogues in the tool descriptions (CONTRACTS §3 "What the model is told").
+
+The adapters read them — never the model: ``query_logs`` the known services, ``query_mysql``
+the allowed tables with their columns and types (masked columns marked), ``lookup_knowledge``
+the runbook titles. :class:`Catalogues` keeps the three rendered descriptions, re-reads a
+catalogue once it is ``DIAG_CATALOG_REFRESH_SECONDS`` old (a failed read is retried sooner) and
+hands each run ONE tuple of descriptions, taken at its start: a run sees one consistent set.
+
+Catalogue text is data from the environment (a service, table or runbook name can be hostile):
+every entry is cleaned of control and format characters, cut to a length, and the list is
+written as a JSON array (quotes escaped), bounded in count and bytes, cut with a marker. A
+catalogue that cannot be read leaves the tool usable; its description says the list is
+unavailable. All wording comes from ``prompts/tools.<lang>.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from plugin.prompts import ENTRIES_SLOT, PromptSet
+from tools.base import ToolName
+
+__all__ = [
+    "MAX_RUNBOOKS",
+    "MAX_SERVICES",
+    "MAX_TABLES_BYTES",
+    "Catalogues",
+    "clean_entry",
+    "render_catalogue",
+]
+
+_log = logging.getLogger(__name__)
+
+MAX_SERVICES = 100
+MAX_RUNBOOKS = 50
+MAX_TABLES_BYTES = 4096
+# The most columns read from information_schema for one catalogue (far more than 4 KB shows).
+MAX_COLUMNS_READ = 2000
+_SERVICE_CHARS = 100
+_TITLE_CHARS = 120
+_NAME_CHARS = 64
+_TYPE_CHARS = 64
+_TABLE_ENTRY_CHARS = 1024
+# One catalogue read (listing, HTTP request, information_schema query) at most this long.
+READ_TIMEOUT_SECONDS = 5.0
+# A failed read is retried after at most this long, whatever the refresh interval.
+_RETRY_FAILED_SECONDS = 30.0
+
+
+def clean_entry(text: str, limit: int) -> str:
+    """One line of plain text: control, format and separator characters become spaces, runs of
+    whitespace one space, at most ``limit`` characters (``…`` marks a cut)."""
+    chars = [
+        " " if unicodedata.category(ch)[0] in "CZ" and ch != " " else ch for ch in text[: limit * 4]
+    ]
+    line = " ".join("".join(chars).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _json_list(entries: Sequence[str], max_count: int, max_bytes: int) -> tuple[str, bool]:
+    """Entries as a JSON array of at most ``max_count`` items and ``max_bytes`` bytes; whether
+    some were left out."""
+    kept: list[str] = []
+    size = 2
+    for entry in entries[:max_count]:
+        piece = len(json.dumps(entry, ensure_ascii=False).encode("utf-8")) + (1 if kept else 0)
+        if size + piece > max_bytes:
+            return json.dumps(kept, ensure_ascii=False), True
+        kept.append(entry)
+        size += piece
+    return json.dumps(kept, ensure_ascii=False), len(entries) > max_count
+
+
+def _table_entry(table: Any, masked_word: str) -> str:
+    columns = ", ".join(
+        f"{clean_entry(c.name, _NAME_CHARS)} {clean_entry(c.type, _TYPE_CHARS)}"
+        + (f" {masked_word}" if c.masked else "")
+        for c in table.columns
+    )
+    return clean_entry(f"{clean_entry(table.table, _NAME_CHARS)}({columns})", _TABLE_ENTRY_CHARS)
+
+
+def render_catalogue(prompts: PromptSet, tool: ToolName, found: Sequence[Any] | None) -> str:
+    """The catalogue text of ``tool`` for its description slot; ``None``: unavailable."""
+    if found is None:
+        return prompts.tools[f"{tool.value}.unavailable"]
+    if tool is ToolName.QUERY_MYSQL:
+        masked = prompts.tools["masked"]
+        entries = [_table_entry(table, masked) for table in found]
+        text, cut = _json_list(entries, len(entries), MAX_TABLES_BYTES)
+    elif tool is ToolName.QUERY_LOGS:
+        entries = [clean_entry(str(name), _SERVICE_CHARS) for name in found]
+        text, cut = _json_list(entries, MAX_SERVICES, 1 << 20)
+    else:
+        entries = [clean_entry(str(title), _TITLE_CHARS) for title in found]
+        text, cut = _json_list(entries, MAX_RUNBOOKS, 1 << 20)
+    if cut:
+        text = f"{text} {prompts.tools['cut']}"
+    return prompts.tools[f"{tool.value}.catalogue"].replace(ENTRIES_SLOT, text)
+
+
+_READ_LIMITS = {
+    ToolName.QUERY_LOGS: MAX_SERVICES,
+    ToolName.LOOKUP_KNOWLEDGE: MAX_RUNBOOKS,
+    ToolName.QUERY_MYSQL: MAX_COLUMNS_READ,
+}
+
+
+@dataclass(slots=True)
+class _Entry:
+    description: str
+    read_at: float | None = None
+    ok: bool = True
+
+
+class Catalogues:
+    """The current tool descriptions with their catalogues, refreshed every ``refresh_seconds``.
+
+    ``descriptions()`` is called once per run; it re-reads only stale catalogues (concurrent
+    runs share one refresh) and otherwise costs a clock read and a tuple.
+    """
+
+    def __init__(
+        self,
+        adapters: Mapping[ToolName, Any],
+        prompts: PromptSet,
+        refresh_seconds: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        read_timeout_seconds: float = READ_TIMEOUT_SECONDS,
+    ) -> None:
+        self._prompts = prompts
+        self._refresh = refresh_seconds
+        self._clock = clock
+        self._timeout = read_timeout_seconds
+        self._readers: dict[ToolName, Callable[[int], Any]] = {}
+        self._entries: dict[ToolName, _Entry] = {}
+        for tool in ToolName:
+            reader = getattr(adapters.get(tool), "catalogue", None)
+            if reader is not None:
+                self._readers[tool] = reader
+            self._entries[tool] = _Entry(prompts.description(tool.value))
+        self._lock = asyncio.Lock()
+        self._current = self._snapshot()
+
+    @property
+    def prompts(self) -> PromptSet:
+        return self._prompts
+
+    async def descriptions(self) -> tuple[str, ...]:
+        """The three descriptions (``ToolName`` order) for one run, re-reading stale ones."""
+        if not self._stale():
+            return self._current
+        async with self._lock:
+            stale = self._stale()
+            if stale:
+                await asyncio.gather(*(self._read(tool) for tool in stale))
+                self._current = self._snapshot()
+            return self._current
+
+    def _snapshot(self) -> tuple[str, ...]:
+        return tuple(self._entries[tool].description for tool in ToolName)
+
+    def _stale(self) -> list[ToolName]:
+        now = self._clock()
+        stale = []
+        for tool in self._readers:
+            entry = self._entries[tool]
+            age = self._refresh if entry.ok else min(self._refresh, _RETRY_FAILED_SECONDS)
+            if entry.read_at is None or now - entry.read_at >= age:
+                stale.append(tool)
+        return stale
+
+    async def _read(self, tool: ToolName) -> None:
+        found: Sequence[Any] | None = None
+        try:
+            async with asyncio.timeout(self._timeout):
+                found = await self._readers[tool](_READ_LIMITS[tool])
+        except Exception as exc:  # the tool stays usable; the description says so
+            _log.warning("%s catalogue unavailable (%s)", tool.value, type(exc).__name__)
+        entry = self._entries[tool]
+        entry.ok = found is not None
+        entry.read_at = self._clock()
+        catalogue = render_catalogue(self._prompts, tool, found)
+        entry.description = self._prompts.description(tool.value, catalogue)
