@@ -49,6 +49,9 @@ class StepHook:
     def on_tool_invocation(self, ctx: RunContext, invocation: Invocation) -> None:
         """A canonical invocation was recorded."""
 
+    def on_observation(self, ctx: RunContext, invocation: Invocation, observation: str) -> None:
+        """The observation text the model is given for ``invocation`` (bounded, CONTRACTS §4)."""
+
     def on_result(self, ctx: RunContext, result: ExecutionResult) -> None:
         """The run ended."""
 
@@ -70,6 +73,10 @@ class HookSet:
     def tool_invocation(self, ctx: RunContext, invocation: Invocation) -> None:
         for hook in self._hooks:
             self._safe(hook.on_tool_invocation, ctx, invocation)
+
+    def observation(self, ctx: RunContext, invocation: Invocation, observation: str) -> None:
+        for hook in self._hooks:
+            self._safe(hook.on_observation, ctx, invocation, observation)
 
     def result(self, ctx: RunContext, result: ExecutionResult) -> None:
         for hook in self._hooks:

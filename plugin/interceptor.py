@@ -182,6 +182,7 @@ class ToolInterceptor:
             invocation.observation_bytes = len(text.encode("utf-8"))
             self._ctx.ledger.record(invocation)
             self._ctx.hooks.tool_invocation(self._ctx, invocation)
+            self._ctx.hooks.observation(self._ctx, invocation, text)
         return text
 
     def _apply(self, decision: Execute | Respond) -> None:

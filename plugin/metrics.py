@@ -8,6 +8,7 @@ several apps in one process, and tests, never share a series. Counted from:
   usage, as the Execution Result reports them) and each canonical tool invocation by tool and
   status;
 - the Slack listeners (``slack_event``): every event accepted, ignored or declined, with why;
+  and every feedback vote cast or changed on an answer (``feedback_vote``: ``up`` / ``down``);
 - live gauges read at scrape time: runs in flight and queued, audit records lost.
 
 Every label value comes from a closed set (outcomes, stop reasons, failure codes, tool names,
@@ -37,7 +38,9 @@ if TYPE_CHECKING:
     from plugin.ledger import Invocation
     from plugin.result import ExecutionResult
 
-__all__ = ["CONTENT_TYPE", "EventResult", "Metrics", "MetricsHook", "run_reason"]
+__all__ = ["CONTENT_TYPE", "FEEDBACK_VOTES", "EventResult", "Metrics", "MetricsHook", "run_reason"]
+
+FEEDBACK_VOTES = ("up", "down")
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 """The text exposition format every Prometheus version scrapes."""
@@ -126,6 +129,12 @@ class Metrics:
             ["result", "reason"],
             registry=r,
         )
+        self.feedback = Counter(
+            "diag_feedback",
+            "Feedback votes on answers (a first vote or a changed one), by vote (up, down).",
+            ["vote"],
+            registry=r,
+        )
         self._live = _Live()
         r.register(self._live)
         self._initialise()
@@ -145,6 +154,8 @@ class Metrics:
             self.runs.labels(outcome=Outcome.FAILED.value, reason=code.value)
         for kind in ("MENTION", "CANCEL", "REPLAY"):
             self.slack_events.labels(result=EventResult.ACCEPTED.value, reason=kind)
+        for vote in FEEDBACK_VOTES:
+            self.feedback.labels(vote=vote)
 
     def watch(
         self,
@@ -166,6 +177,11 @@ class Metrics:
     def slack_event(self, result: EventResult, reason: str) -> None:
         """One Slack event handled (the listeners' counting callback)."""
         self.slack_events.labels(result=result.value, reason=reason).inc()
+
+    def feedback_vote(self, vote: str) -> None:
+        """One vote cast or changed (``up`` or ``down``; anything else is not counted)."""
+        if vote in FEEDBACK_VOTES:
+            self.feedback.labels(vote=vote).inc()
 
     def run_ended(self, result: ExecutionResult) -> None:
         self.runs.labels(outcome=result.outcome.value, reason=run_reason(result)).inc()

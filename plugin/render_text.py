@@ -10,7 +10,12 @@ none of the bot's own lines uses. So every line of the output begins with the bo
 
 from __future__ import annotations
 
+import json
+import re
 import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from plugin.draft import CitedEvidence, DiagnosisDraft
 from plugin.errors import StopReason
@@ -19,8 +24,13 @@ from plugin.result import Check, ExecutionResult, Outcome
 __all__ = [
     "BLANK",
     "STOP_EXPLANATIONS",
+    "EvidenceCheck",
+    "EvidenceLine",
     "check_label",
+    "distinct_scopes",
+    "evidence_lines",
     "one_line",
+    "render_evidence_text",
     "render_text",
     "text_lines",
 ]
@@ -106,7 +116,7 @@ class _Index:
         n = self._number.get(tool_call_id)
         if n is None:
             return f"{one_line(tool_call_id) or BLANK} (not a check of this run)"
-        return f"#{n} {check_label(self.checks[n - 1])}"
+        return f"#{n} {one_line(self.checks[n - 1].tool) or BLANK}"  # its scope: under Checks
 
     def lines(self) -> list[str]:
         if not self.checks:
@@ -127,6 +137,7 @@ def _quoted(text: str, indent: str) -> list[str]:
 
 
 def _draft_lines(draft: DiagnosisDraft, checks: _Index) -> list[str]:
+    """The Draft; its checked scope leaves out what the check list below already says."""
     lines: list[str] = []
     if draft.conclusion is None:
         lines.append("No confirmed conclusion.")
@@ -147,10 +158,158 @@ def _draft_lines(draft: DiagnosisDraft, checks: _Index) -> list[str]:
     for title, items in (
         ("Action plan", draft.action_plan),
         ("Recommendations", draft.recommendations),
-        ("Checked", draft.limitations.checked_scope),
+        ("Also checked", distinct_scopes(draft.limitations.checked_scope, checks.checks)),
         ("Still missing", draft.limitations.missing_info),
     ):
         if items:
             lines.append(f"{title}:")
             lines += [f"  - {one_line(text) or BLANK}" for text in items]
     return lines
+
+
+# --------------------------------------------------------------------------- scopes said once
+
+_TOKEN = re.compile(r"\w+")
+_NOISE_TOKENS = frozenset({"utc", "top"})
+
+
+def _tokens(text: str) -> frozenset[str]:
+    return frozenset(_TOKEN.findall(one_line(text).casefold())) - _NOISE_TOKENS
+
+
+def distinct_scopes(items: Iterable[str], checks: Sequence[Check]) -> list[str]:
+    """The model's ``checked_scope`` items that do not repeat a check's scope.
+
+    The run's checks are listed anyway (each scope once, from the ledger); an item is a repeat
+    when it carries every word of some check's scope (``payment-api ERROR 日志 10:00–10:30``
+    repeats ``payment-api · ERROR · 10:00–10:30 UTC``), or is the same text.
+    """
+    scopes = [_tokens(c.scope or "") for c in checks]
+    scopes = [s for s in scopes if s]
+    kept: list[str] = []
+    seen: set[str] = set()
+    for item in items:
+        key, words = one_line(item).casefold(), _tokens(item)
+        if key in seen or (words and any(scope <= words for scope in scopes)):
+            continue
+        seen.add(key)
+        kept.append(item)
+    return kept
+
+
+# --------------------------------------------------------------------------- evidence
+
+EvidenceLine = tuple[str, str]
+"""(our label, untrusted text): a renderer formats the label and neutralises the text."""
+
+_SPARKS = "▁▂▃▄▅▆▇█"
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceCheck:
+    """One cited check's READY observation, exactly as the model saw it."""
+
+    number: int
+    tool_call_id: str
+    tool: str
+    scope: str | None
+    observation: Mapping[str, Any]
+
+    @property
+    def label(self) -> str:
+        scope = one_line(self.scope or "")
+        tool = one_line(self.tool) or BLANK
+        return f"{tool} · {scope}" if scope else tool
+
+    @property
+    def truncated(self) -> bool:
+        return self.observation.get("truncated") is True
+
+
+def _plain(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _pairs(cells: Mapping[str, Any]) -> str:
+    return " · ".join(f"{key}={_plain(value)}" for key, value in cells.items())
+
+
+def _item_text(item: object) -> str:
+    """One observation item as a readable line (log line, row, runbook snippet, or fields)."""
+    if not isinstance(item, Mapping):
+        return one_line(_plain(item))
+    if {"ts", "level", "message"} <= item.keys():
+        service = f" {_plain(item.get('service'))}" if item.get("service") else ""
+        text = f"{_plain(item['ts'])} {_plain(item['level'])}{service}: {_plain(item['message'])}"
+    elif {"title", "snippet"} <= item.keys():
+        where = f" ({_plain(item['path'])})" if item.get("path") else ""
+        heading = f" › {_plain(item['heading'])}" if item.get("heading") else ""
+        text = f"{_plain(item['title'])}{heading}{where}: {_plain(item['snippet'])}"
+    elif isinstance(item.get("cells"), Mapping) and len(item) == 1:
+        text = _pairs(item["cells"])
+    else:
+        text = _pairs(item)
+    return one_line(text)
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _sparkline(counts: Sequence[int]) -> str:
+    peak = max(counts, default=0)
+    if peak <= 0:
+        return _SPARKS[0] * len(counts)
+    return "".join(_SPARKS[min(c * (len(_SPARKS) - 1) // peak, len(_SPARKS) - 1)] for c in counts)
+
+
+def _summary_lines(summary: Mapping[str, Any]) -> list[EvidenceLine]:
+    lines: list[EvidenceLine] = []
+    matched = _int(summary.get("matched"))
+    if matched is not None:
+        exact = "" if summary.get("exact") is True else " (estimated)"
+        lines.append(("Matching lines", f"{matched}{exact}"))
+    first, last = summary.get("first_ts"), summary.get("last_ts")
+    if first or last:
+        lines.append(("First / last", f"{_plain(first or '-')} / {_plain(last or '-')}"))
+    buckets = summary.get("buckets")
+    if isinstance(buckets, Mapping):
+        counts = [c for c in buckets.get("counts") or [] if _int(c) is not None and c >= 0]
+        width = _int(buckets.get("width_seconds"))
+        if counts and width:
+            lines.append(
+                (
+                    f"Per {width} s from",
+                    f"{_plain(buckets.get('start'))}: {_sparkline(counts)} (peak {max(counts)})",
+                )
+            )
+    for top in summary.get("top_messages") or []:
+        if isinstance(top, Mapping):
+            lines.append((f"{_int(top.get('count')) or 0}×", one_line(_plain(top.get("pattern")))))
+    return lines
+
+
+def evidence_lines(observation: Mapping[str, Any]) -> tuple[list[EvidenceLine], list[str]]:
+    """The log ``summary`` (when present) as labelled lines, and the items, one line each."""
+    summary = observation.get("summary")
+    head = _summary_lines(summary) if isinstance(summary, Mapping) else []
+    items = observation.get("items")
+    lines = [_item_text(item) for item in items] if isinstance(items, list) else []
+    return head, [line or BLANK for line in lines]
+
+
+def render_evidence_text(run_id: str, checks: Sequence[EvidenceCheck]) -> str:
+    """The evidence view as plain text (every line begins with our own text)."""
+    lines = [f"Evidence of run {one_line(run_id)}: what the model saw for the cited checks"]
+    if not checks:
+        lines.append("  (no cited check kept evidence)")
+    for check in checks:
+        count = len(check.observation.get("items") or [])
+        more = ", more were left out" if check.truncated else ""
+        lines.append(f"  #{check.number} {check.label} ({count} items{more})")
+        head, items = evidence_lines(check.observation)
+        lines += [f"     {label}: {one_line(text)}" for label, text in head]
+        lines += [f"     {_QUOTE}{text}" for text in items]
+    return "\n".join(lines)

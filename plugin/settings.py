@@ -115,6 +115,11 @@ class Settings(BaseSettings):
     """Socket Mode: serve /healthz, /readyz and /metrics on this port (HTTP mode: the main
     port)."""
     redis_url: SecretStr | None = Field(default=None, validation_alias="DIAG_REDIS_URL")
+    evidence_ttl_seconds: float = Field(
+        default=86400.0, gt=0, validation_alias="DIAG_EVIDENCE_TTL_SECONDS"
+    )
+    """How long the Slack plugin keeps a run's observations for the Evidence button (memory,
+    or Redis with ``DIAG_REDIS_URL``); they never enter the audit record."""
     audit_sink: str = Field(
         default="jsonl:./audit", validation_alias=AliasChoices("DIAG_AUDIT_SINK")
     )

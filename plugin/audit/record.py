@@ -32,10 +32,14 @@ __all__ = [
     "audit_record",
     "bounded_id",
     "encode_record",
+    "feedback_record",
     "safe_text",
 ]
 
 MAX_RECORD_BYTES = 64 * 1024
+MAX_FEEDBACK_REASON_CHARS = 500
+_MAX_USER_ID_CHARS = 64
+_VOTES = frozenset({"up", "down"})
 MAX_RUN_ID_CHARS = 64  # the diag_audit column
 MAX_SESSION_ID_CHARS = 255  # the diag_audit column
 _MAX_TEXT_CHARS = 1000
@@ -145,6 +149,31 @@ def audit_record(
         "rounds": [_clean(asdict(r)) for r in ctx.rounds],
         "invocations": [_invocation(i) for i in ctx.ledger],
         "cited_tool_call_ids": [bounded_id(c, MAX_TOOL_CALL_ID_CHARS) for c in cited],
+    }
+
+
+def feedback_record(
+    run_id: str,
+    user_id: str,
+    vote: str,
+    *,
+    reason: str | None = None,
+    session_id: str | None = None,
+) -> dict[str, Any]:
+    """One person's vote on one answer (``kind`` ``feedback``): bounded like a run record.
+
+    ``reason`` is the optional short text of a 👎, cut to ``MAX_FEEDBACK_REASON_CHARS``.
+    """
+    if vote not in _VOTES:
+        raise ValueError("vote must be up or down")
+    return {
+        "kind": "feedback",
+        "recorded_at": datetime.now(UTC).isoformat(),
+        "run_id": bounded_id(run_id, MAX_RUN_ID_CHARS),
+        "session_id": bounded_id(session_id or "-", MAX_SESSION_ID_CHARS),
+        "user_id": bounded_id(user_id, _MAX_USER_ID_CHARS),
+        "vote": vote,
+        "reason": safe_text(reason, MAX_FEEDBACK_REASON_CHARS) if reason else None,
     }
 
 

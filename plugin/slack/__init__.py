@@ -73,7 +73,8 @@ def register(
     replay: bool = False,
     metrics: Metrics | None = None,
 ) -> PluginHandle:
-    """Add this product's listeners to ``app``; the caller keeps running the app.
+    """Add this product's listeners to ``app``; the caller keeps running the app: mentions,
+    Cancel (confirmed), the replay shortcut, and each answer's Evidence and 👍 / 👎 buttons.
 
     ``status_budget`` is this process's share of Slack's ``chat.update`` tier per workspace
     (default 40 a minute plus a burst of 5): with several replicas, give each its share.
@@ -103,6 +104,8 @@ def register(
         audit_lost=lambda: manager.harness.audit_records_lost,
     )
     add_retry_handlers(app.client)
-    listeners = Listeners(manager, settings, on_event=metrics.slack_event)
+    listeners = Listeners(
+        manager, settings, on_event=metrics.slack_event, on_vote=metrics.feedback_vote
+    )
     listeners.register(app)
     return PluginHandle(manager=manager, listeners=listeners, metrics=metrics)

@@ -1,10 +1,13 @@
-"""The Bolt listeners: ``app_mention`` (the gate, then a background run), the Cancel button and
-the ``replay_diagnosis`` message shortcut.
+"""The Bolt listeners: ``app_mention`` (the gate, then a background run), the Cancel button,
+the ``replay_diagnosis`` message shortcut, and an answer's Evidence and 👍 / 👎 buttons (with
+the 👎 reason modal's submission).
 
 Everything this plugin chooses to ignore is acknowledged (Bolt would answer 404 otherwise and
 Slack would retry) and logged with a reason, malformed payloads included: a listener never
 raises on what Slack (or anyone holding the signing secret) sends. The channel is re-checked on
-every interaction (a Cancel too, on a replica that does not own the run: by the shared state).
+every interaction (a Cancel too, on a replica that does not own the run: by the shared state;
+Evidence and feedback only in an admin channel, and evidence only into the answer's own
+channel).
 
 Shared-state keys carry the request's app and workspace (``app_id:team_id``); shared state out
 of reach gets a polite reply in the thread instead of silence.
@@ -28,6 +31,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from plugin.metrics import EventResult
 from plugin.request import slack_ts_moment
 from plugin.settings import Settings
+from plugin.slack.feedback import (
+    FEEDBACK_VIEW_ID,
+    FeedbackDesk,
+    ReasonRequest,
+    reason_modal,
+    submitted_reason,
+)
 from plugin.slack.gate import (
     IgnoreReason,
     gate_mention,
@@ -35,7 +45,13 @@ from plugin.slack.gate import (
     slack_ts,
     strip_mentions,
 )
-from plugin.slack.render import CANCEL_ACTION_ID
+from plugin.slack.render import (
+    CANCEL_ACTION_ID,
+    EVIDENCE_ACTION_ID,
+    FEEDBACK_DOWN_ACTION_ID,
+    FEEDBACK_UP_ACTION_ID,
+    render_evidence,
+)
 from plugin.slack.runs import RunManager, RunRequest
 from plugin.slack.turns import find_recorded_input, latest_turn
 
@@ -57,6 +73,24 @@ REFUSE_NOT_REPLAYABLE = (
     "I cannot replay this message: only my own answers and questions asked to me can be replayed."
 )
 REFUSE_UNREADABLE = "I cannot replay this message right now: I could not read this thread."
+EVIDENCE_UNAVAILABLE = (
+    "I cannot show this answer's evidence right now: my shared state is unreachable. "
+    "Please try again in a few minutes."
+)
+FEEDBACK_UNAVAILABLE = (
+    "I could not record your feedback: my shared state is unreachable. Please try again later."
+)
+_VOTES = {FEEDBACK_UP_ACTION_ID: "up", FEEDBACK_DOWN_ACTION_ID: "down"}
+_VOTE_WORDS = {"up": ":+1: helpful", "down": ":-1: not helpful"}
+
+
+def evidence_expired(ttl_seconds: float) -> str:
+    hours = ttl_seconds / 3600
+    kept = f"{hours:g} hours" if hours >= 1 else f"{ttl_seconds:g} seconds"
+    return (
+        f"This answer's evidence is no longer kept (it is kept for {kept} after the answer). "
+        "Ask me again to re-run the checks."
+    )
 
 
 def _mapping(value: object) -> dict[str, Any]:
@@ -99,16 +133,25 @@ class Listeners:
         settings: Settings,
         *,
         on_event: EventCounter | None = None,
+        on_vote: Callable[[str], None] | None = None,
     ) -> None:
         self.manager = manager
         self.count = on_event or _not_counted
         self.admin_channels = frozenset(settings.admin_channels)
+        self.evidence_ttl_seconds = settings.evidence_ttl_seconds
+        self.feedback = FeedbackDesk(
+            manager.state, manager.harness.audit_writer, on_vote or (lambda vote: None)
+        )
         self.ignored: list[IgnoreReason] = []
 
     def register(self, app: AsyncApp) -> None:
         app.event("app_mention")(self.on_mention)
         app.action(CANCEL_ACTION_ID)(self.on_cancel)
         app.shortcut(REPLAY_CALLBACK_ID)(self.on_replay)
+        app.action(EVIDENCE_ACTION_ID)(self.on_evidence)
+        app.action(FEEDBACK_UP_ACTION_ID)(self.on_vote)
+        app.action(FEEDBACK_DOWN_ACTION_ID)(self.on_vote)
+        app.view(FEEDBACK_VIEW_ID)(self.on_reason)
 
     def _ignore(self, reason: IgnoreReason, event_id: object, detail: str | None = None) -> None:
         self.ignored.append(reason)
@@ -294,3 +337,143 @@ class Listeners:
             replay=True,
             asked_at=asked_at,
         )
+
+    # -- answer buttons ----------------------------------------------------------------------
+
+    def _answer_click(self, body: dict[str, Any], kind: str) -> _Click | None:
+        """The click on an answer's button, if it may be served (else counted and logged)."""
+        click = _Click.of(body)
+        if click.channel is None or click.channel not in self.admin_channels:
+            _log.info("ignored %s outside the admin channels", kind)
+            self.count(EventResult.IGNORED, IgnoreReason.NOT_ADMIN_CHANNEL.value)
+            return None
+        if click.run_id is None or click.user is None or click.thread_ts is None:
+            _log.warning("ignored %s: malformed (no run id, user or message)", kind)
+            self.count(EventResult.IGNORED, IgnoreReason.MALFORMED.value)
+            return None
+        return click
+
+    async def on_evidence(
+        self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, context: AsyncBoltContext
+    ) -> None:
+        """Post, in the answer's thread, the observations of the checks it cites."""
+        await ack()
+        click = self._answer_click(body, "evidence")
+        if click is None:
+            return
+        try:
+            record = await self.manager.load_evidence(_scope(body, context), click.run_id or "")
+        except Exception as exc:
+            _log.error("evidence not read: %s", type(exc).__name__)
+            self.count(EventResult.DECLINED, "STATE_UNAVAILABLE")
+            await self._tell(client, click, EVIDENCE_UNAVAILABLE)
+            return
+        if record is None or record.channel != click.channel:
+            self.count(EventResult.IGNORED, "EVIDENCE_EXPIRED")
+            await self._tell(client, click, evidence_expired(self.evidence_ttl_seconds))
+            return
+        message = render_evidence(record.run_id, record.checks)
+        try:
+            await client.chat_postMessage(
+                channel=record.channel,
+                thread_ts=record.thread_ts,
+                text=message.text,
+                blocks=list(message.blocks),
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+        except Exception as exc:  # Slack failures are logged, never raised into Bolt
+            _log.warning("could not post the evidence: %s", type(exc).__name__)
+            return
+        self.count(EventResult.ACCEPTED, "EVIDENCE")
+
+    async def on_vote(
+        self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, context: AsyncBoltContext
+    ) -> None:
+        """👍 / 👎: one vote per user and answer, changeable; a 👎 offers the reason modal."""
+        await ack()
+        click = self._answer_click(body, "feedback")
+        vote = _VOTES.get(str(click.action_id)) if click is not None else None
+        if click is None or vote is None:
+            return
+        request = ReasonRequest(click.run_id or "", click.channel or "", click.thread_ts or "")
+        try:
+            previous = await self.feedback.vote(
+                _scope(body, context), request, click.user or "", vote
+            )
+        except Exception as exc:
+            _log.error("feedback not recorded: %s", type(exc).__name__)
+            self.count(EventResult.DECLINED, "STATE_UNAVAILABLE")
+            await self._tell(client, click, FEEDBACK_UNAVAILABLE)
+            return
+        self.count(EventResult.ACCEPTED, "FEEDBACK")
+        modal = reason_modal(request) if vote == "down" else None
+        if modal is not None and click.trigger_id is not None:
+            try:
+                await client.views_open(trigger_id=click.trigger_id, view=modal)
+                return
+            except Exception as exc:  # no modal: the vote stands, say so below
+                _log.warning("could not open the feedback modal: %s", type(exc).__name__)
+        await self._tell(client, click, _vote_note(vote, previous))
+
+    async def on_reason(
+        self, ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext
+    ) -> None:
+        """The 👎 modal was submitted: its reason, if any, becomes a feedback record."""
+        await ack()
+        view = _mapping(body.get("view"))
+        request = ReasonRequest.loads(view.get("private_metadata"))
+        user = _str_or_none(_mapping(body.get("user")).get("id"))
+        if request is None or user is None or request.channel not in self.admin_channels:
+            _log.info("ignored a feedback reason: not from an answer in an admin channel")
+            self.count(EventResult.IGNORED, IgnoreReason.NOT_ADMIN_CHANNEL.value)
+            return
+        reason = submitted_reason(view)
+        if reason is not None:
+            self.feedback.reason(request, user, reason)
+            self.count(EventResult.ACCEPTED, "FEEDBACK_REASON")
+
+    async def _tell(self, client: AsyncWebClient, click: _Click, text: str) -> None:
+        """An ephemeral note to the person who clicked, in the answer's thread."""
+        try:
+            await client.chat_postEphemeral(
+                channel=click.channel or "",
+                user=click.user or "",
+                thread_ts=click.thread_ts,
+                text=text,
+            )
+        except Exception as exc:  # Slack failures are logged, never raised into Bolt
+            _log.warning("could not post an ephemeral note: %s", type(exc).__name__)
+
+
+def _vote_note(vote: str, previous: str | None) -> str:
+    if previous == vote:
+        return f"Your vote ({_VOTE_WORDS[vote]}) was already recorded."
+    if previous is None:
+        return f"Thanks: your vote ({_VOTE_WORDS[vote]}) is recorded."
+    return f"Thanks: your vote is changed to {_VOTE_WORDS[vote]}."
+
+
+class _Click:
+    """The fields of a ``block_actions`` click on an answer's button."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.channel = _str_or_none(_mapping(body.get("channel")).get("id"))
+        self.user = _str_or_none(_mapping(body.get("user")).get("id"))
+        self.trigger_id = _str_or_none(body.get("trigger_id"))
+        actions = body.get("actions")
+        first = _mapping(actions[0]) if isinstance(actions, list) and actions else {}
+        self.action_id = _str_or_none(first.get("action_id"))
+        self.run_id = _str_or_none(first.get("value"))
+        message = _mapping(body.get("message"))
+        container = _mapping(body.get("container"))
+        self.thread_ts = slack_ts(
+            message.get("thread_ts")
+            or message.get("ts")
+            or container.get("thread_ts")
+            or container.get("message_ts")
+        )
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> _Click:
+        return cls(body)

@@ -14,7 +14,16 @@ check ids and scopes taken from its tool arguments — cannot fake the layout or
   ``_Evidence:_``, citations and check lines as ``*#1*``), which escaped text can never be.
 
 So every line of a section begins with the bot's own text or a quote mark, and no text from the
-model can look like a heading, a citation or a check line.
+model can look like a heading, a citation or a check line. The evidence view (the observations
+behind an answer's citations: log lines, rows, runbook snippets) is untrusted the same way.
+
+Times the bot itself produced (a log check's window, when the question was asked) are Slack
+date tokens (``<!date^UNIX^{date_short_pretty} {time}|2026-11-28 10:00 UTC>``), so every
+reader sees local time; times inside model or evidence text stay text.
+
+A final answer's first screen is short (conclusion, confidence, the top findings and the
+Evidence / feedback buttons); the rest follows a divider, each scope said once (under
+*Checked*).
 
 Every message stays inside the Block Kit limits for any Draft the schema allows: long texts are
 trimmed with a visible ``…`` and list overflow is marked ``(n more not shown)``. Lengths are
@@ -24,14 +33,16 @@ measured in UTF-16 code units, which is never less than the code-point count sla
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from slack_sdk.models.blocks import (
     ActionsBlock,
     Block,
     ButtonElement,
+    ConfirmObject,
     ContextBlock,
     DividerBlock,
     HeaderBlock,
@@ -41,20 +52,36 @@ from slack_sdk.models.blocks import (
 )
 
 from plugin.draft import AnalysisItem, CitedEvidence, Conclusion, DiagnosisDraft
-from plugin.render_text import BLANK, STOP_EXPLANATIONS, one_line
+from plugin.render_text import (
+    BLANK,
+    STOP_EXPLANATIONS,
+    EvidenceCheck,
+    distinct_scopes,
+    evidence_lines,
+    one_line,
+)
 from plugin.result import Check, ExecutionResult, Outcome
 
 __all__ = [
     "CANCEL_ACTION_ID",
+    "EVIDENCE_ACTION_ID",
+    "FEEDBACK_DOWN_ACTION_ID",
+    "FEEDBACK_UP_ACTION_ID",
     "MAX_BLOCKS",
+    "AnswerExtras",
     "SlackMessage",
     "StatusView",
     "escape",
+    "render_evidence",
     "render_result",
     "render_status",
+    "slack_date",
 ]
 
 CANCEL_ACTION_ID = "diag_cancel"
+EVIDENCE_ACTION_ID = "diag_evidence"
+FEEDBACK_UP_ACTION_ID = "diag_feedback_up"
+FEEDBACK_DOWN_ACTION_ID = "diag_feedback_down"
 
 # Block Kit limits.
 MAX_BLOCKS = 50
@@ -77,6 +104,11 @@ _CHECK_LINE_MAX = 400
 _CHECK_BLOCKS_MAX = 10
 _ID_MAX = 200
 _NOTE_MAX = 1000
+_FIRST_SCREEN_FINDINGS = 2
+_EVIDENCE_CHECKS_MAX = 12
+_EVIDENCE_LINE_MAX = 600
+_EVIDENCE_CHARS_MAX = 36_000  # the whole evidence message, well under Slack's message size
+_WINDOW = re.compile(r"\s*·\s*\d{2}:\d{2}–\d{2}:\d{2} UTC$")
 
 _ELLIPSIS = "…"
 _MENTION = re.compile(r"@(?=(?:channel|here|everyone))", re.IGNORECASE)
@@ -118,7 +150,37 @@ class StatusView:
             raise ValueError(f"run_key must be 1..{BUTTON_VALUE_MAX} characters")
 
 
+@dataclass(frozen=True, slots=True)
+class AnswerExtras:
+    """What a final answer shows besides its result: log check windows (by tool call id) and
+    when the question was asked (as Slack dates), and which buttons it carries."""
+
+    windows: Mapping[str, tuple[datetime, datetime]] = field(default_factory=dict)
+    asked_at: datetime | None = None
+    evidence: bool = False
+    """The Evidence button (the answer cites checks whose observations are kept)."""
+    feedback: bool = True
+    """The 👍 / 👎 buttons."""
+
+
 # --------------------------------------------------------------------------- text helpers
+
+
+def slack_date(moment: datetime, *, with_date: bool = True) -> str:
+    """A Slack date token: each reader sees ``moment`` in their own time zone; the fallback
+    (older clients, notifications) is UTC text. Only for times the bot itself produced."""
+    utc = moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    if with_date:
+        token, fallback = "{date_short_pretty} {time}", f"{utc:%Y-%m-%d %H:%M} UTC"
+    else:
+        token, fallback = "{time}", f"{utc:%H:%M} UTC"
+    return f"<!date^{int(utc.timestamp())}^{token}|{fallback}>"
+
+
+def _window_text(window: tuple[datetime, datetime]) -> str:
+    start, end = window
+    same_day = start.astimezone(UTC).date() == end.astimezone(UTC).date()
+    return f"{slack_date(start)}–{slack_date(end, with_date=not same_day)}"
 
 
 def escape(text: str) -> str:
@@ -227,8 +289,13 @@ def _message(text: str, blocks: Sequence[Block]) -> SlackMessage:
 class _Checks:
     """The run's checks, each with a short 1-based index for citations."""
 
-    def __init__(self, result: ExecutionResult) -> None:
+    def __init__(
+        self,
+        result: ExecutionResult,
+        windows: Mapping[str, tuple[datetime, datetime]] | None = None,
+    ) -> None:
         self.all: tuple[Check, ...] = result.progress.checks if result.progress else ()
+        self.windows = windows or {}
         self._index: dict[str, int] = {}
         for n, check in enumerate(self.all, 1):
             self._index.setdefault(check.tool_call_id, n)
@@ -237,10 +304,11 @@ class _Checks:
         return self._index[check.tool_call_id]
 
     def cite(self, tool_call_id: str) -> str:
+        """``#1 query_logs``: the scope is said once, in the check list (``line``)."""
         n = self._index.get(tool_call_id)
         if n is None:
             return f"_not a check of this run:_ {_fit(tool_call_id, 60)}"
-        return f"*#{n}* {_label(self.all[n - 1], _LABEL_MAX)}"
+        return f"*#{n}* {_ident(self.all[n - 1].tool, 40)}"
 
     def cite_all(self, ids: Sequence[str]) -> str:
         return _fit_joined([self.cite(i) for i in ids], "; ", _EVIDENCE_MAX)
@@ -250,16 +318,21 @@ class _Checks:
             detail = f"{_ident(check.status, 30)} ({_ident(check.error_code, 60)})"
         else:
             detail = f"{_ident(check.status, 30)} · {check.item_count} items"
-        label = _label(check, _CHECK_LINE_MAX - 150)
+        label = _label(check, _CHECK_LINE_MAX - 150, self.windows.get(check.tool_call_id))
         return f"*#{self.number(check)}* {label} — {detail}"
 
 
-def _label(check: Check, limit: int) -> str:
-    """``query_logs · payment-api · ERROR · 10:00–10:30 UTC``: the tool, then the escaped scope."""
+def _label(check: Check, limit: int, window: tuple[datetime, datetime] | None = None) -> str:
+    """``query_logs · payment-api · ERROR · 10:00–10:30 UTC``: the tool, then the escaped scope;
+    a log check's window (known from its input) as Slack dates instead of UTC text."""
     tool = _ident(check.tool, 40)
-    if not one_line(check.scope or ""):
-        return tool
-    return f"{tool} · {_fit(check.scope or '', limit - _width(tool) - 3)}"
+    scope = check.scope or ""
+    when = ""
+    if window is not None and _WINDOW.search(scope):
+        scope, when = _WINDOW.sub("", scope), f" · {_window_text(window)}"
+    if not one_line(scope):
+        return f"{tool}{when}"
+    return f"{tool} · {_fit(scope, limit - _width(tool) - 3)}{when}"
 
 
 def _fit_joined(parts: Sequence[str], sep: str, limit: int) -> str:
@@ -309,21 +382,44 @@ def _list_sections(title: str, items: Sequence[str]) -> list[Block]:
     return _sections(_pack(f"*{title}*", lines, max_blocks=_LIST_BLOCKS_MAX))
 
 
-def _draft_blocks(draft: DiagnosisDraft, checks: _Checks) -> list[Block]:
+def _top_findings(draft: DiagnosisDraft) -> list[int]:
+    """The 1-based numbers of the analysis items shown on the first screen."""
+    findings = [n for n, i in enumerate(draft.analysis, 1) if i.kind == "FINDING"]
+    return findings[:_FIRST_SCREEN_FINDINGS]
+
+
+def _checked_sections(draft: DiagnosisDraft, checks: _Checks) -> list[Block]:
+    """*Checked*: each check once (with its scope), then what the model adds that no check says."""
+    lines = [checks.line(c) for c in checks.all]
+    extra = distinct_scopes(draft.limitations.checked_scope, checks.all)
+    lines += [f"• {_fit(item, _LIST_ITEM_MAX)}" for item in extra]
+    if not lines:
+        return []
+    return _sections(_pack("*Checked*", lines, max_blocks=_LIST_BLOCKS_MAX))
+
+
+def _draft_blocks(draft: DiagnosisDraft, checks: _Checks, buttons: Sequence[Block]) -> list[Block]:
+    """First screen: conclusion, top findings, buttons. Below a divider: the rest."""
+    top = _top_findings(draft)
     blocks: list[Block] = [_conclusion_section(draft.conclusion, checks)]
-    if draft.analysis:
-        blocks += [DividerBlock(), _section("*Analysis*")]
-        blocks += [_analysis_section(n, i, checks) for n, i in enumerate(draft.analysis, 1)]
+    blocks += [_analysis_section(n, draft.analysis[n - 1], checks) for n in top]
+    blocks += buttons
+    rest = [
+        _analysis_section(n, item, checks)
+        for n, item in enumerate(draft.analysis, 1)
+        if n not in top
+    ]
     lists = (
-        ("Action plan", draft.action_plan),
-        ("Recommendations", draft.recommendations),
-        ("Limitations — checked scope", draft.limitations.checked_scope),
-        ("Limitations — still missing", draft.limitations.missing_info),
+        *_list_sections("Action plan", draft.action_plan),
+        *_list_sections("Recommendations", draft.recommendations),
+        *_checked_sections(draft, checks),
+        *_list_sections("Still missing", draft.limitations.missing_info),
     )
-    if any(items for _, items in lists):
+    if rest or lists:
         blocks.append(DividerBlock())
-    for title, items in lists:
-        blocks += _list_sections(title, items)
+    if rest:
+        blocks += [_section("*More analysis*"), *rest]
+    blocks += lists
     return blocks
 
 
@@ -339,9 +435,11 @@ def _draft_headline(draft: DiagnosisDraft) -> tuple[str, str]:
 # --------------------------------------------------------------------------- results
 
 
-def _footer(result: ExecutionResult) -> ContextBlock:
+def _footer(result: ExecutionResult, asked_at: datetime | None = None) -> ContextBlock:
     u = result.usage
+    asked = [f"Asked {slack_date(asked_at)}"] if asked_at is not None else []
     return _context(
+        *asked,
         f"Run {_fit(result.run_id, _ID_MAX)}",
         f"{u.model_calls} model calls",
         f"{u.prompt_tokens + u.completion_tokens} tokens "
@@ -367,32 +465,69 @@ def _failure_text(result: ExecutionResult) -> str:
     )
 
 
-def _body(result: ExecutionResult, checks: _Checks) -> tuple[str, str, list[Block]]:
+def _body(
+    result: ExecutionResult, checks: _Checks, buttons: Sequence[Block]
+) -> tuple[str, str, list[Block]]:
     """(header, fallback summary, body blocks) for the result's outcome."""
     if result.outcome is Outcome.DRAFT and result.draft is not None:
         header, summary = _draft_headline(result.draft)
-        return header, summary, _draft_blocks(result.draft, checks)
+        return header, summary, _draft_blocks(result.draft, checks, buttons)
     if result.outcome is Outcome.STOPPED:
         stop = _stop_text(result)
-        stopped = [_section(stop), *_checks_sections("*What was checked*", checks, checks.all)]
+        stopped = [
+            _section(stop),
+            *buttons,
+            *_checks_sections("*What was checked*", checks, checks.all),
+        ]
         return "Diagnosis stopped", stop, stopped
     text = _failure_text(result)
-    failed: list[Block] = [_section(f"{text}\nRun {_fit(result.run_id, _ID_MAX)}")]
+    failed: list[Block] = [_section(f"{text}\nRun {_fit(result.run_id, _ID_MAX)}"), *buttons]
     if result.progress is not None:
         ready = [c for c in checks.all if c.status == "READY"]
         failed += _checks_sections("*Checks that completed*", checks, ready)
     return "Diagnosis failed", text, failed
 
 
-def render_result(result: ExecutionResult, *, replay: bool = False) -> SlackMessage:
-    """The thread message for a finished run (a Draft, a controlled stop or a closed failure)."""
-    checks = _Checks(result)
-    header, summary, body = _body(result, checks)
+def _answer_buttons(run_id: str, extras: AnswerExtras) -> list[Block]:
+    """Evidence, 👍, 👎 (each carrying the run id), or nothing."""
+    if not 1 <= len(run_id) <= BUTTON_VALUE_MAX:
+        return []
+    elements = []
+    if extras.evidence:
+        elements.append(
+            ButtonElement(
+                text=PlainTextObject(text="Evidence"), action_id=EVIDENCE_ACTION_ID, value=run_id
+            )
+        )
+    if extras.feedback:
+        for label, action_id in (
+            (":+1: Helpful", FEEDBACK_UP_ACTION_ID),
+            (":-1: Not helpful", FEEDBACK_DOWN_ACTION_ID),
+        ):
+            elements.append(
+                ButtonElement(
+                    text=PlainTextObject(text=label, emoji=True), action_id=action_id, value=run_id
+                )
+            )
+    return [ActionsBlock(elements=elements)] if elements else []
+
+
+def render_result(
+    result: ExecutionResult, *, replay: bool = False, extras: AnswerExtras | None = None
+) -> SlackMessage:
+    """The thread message for a finished run (a Draft, a controlled stop or a closed failure).
+
+    Without ``extras`` the answer carries the feedback buttons only and times as UTC text.
+    """
+    extras = extras or AnswerExtras()
+    checks = _Checks(result, extras.windows)
+    buttons = _answer_buttons(result.run_id, extras)
+    header, summary, body = _body(result, checks, buttons)
     blocks: list[Block] = [_header(header)]
     if replay:
         blocks.append(_context(REPLAY_NOTE))
     blocks += body[: MAX_BLOCKS - len(blocks) - 2]  # the budgets above keep this a no-op
-    blocks += [DividerBlock(), _footer(result)]
+    blocks += [DividerBlock(), _footer(result, extras.asked_at)]
     prefix = "Replay — " if replay else ""
     return _message(f"{prefix}{summary} (run {_fit(result.run_id, _ID_MAX)})", blocks)
 
@@ -401,11 +536,20 @@ def render_result(result: ExecutionResult, *, replay: bool = False) -> SlackMess
 
 
 def _cancel_button(run_key: str) -> ActionsBlock:
+    """Cancel, after Slack's own confirmation dialog (the click reaches us only if confirmed)."""
+    confirm = ConfirmObject(
+        title="Cancel this diagnosis?",
+        text="The run stops now and posts what it checked so far. It cannot be resumed.",
+        confirm="Cancel the run",
+        deny="Keep running",
+        style="danger",
+    )
     button = ButtonElement(
         text=PlainTextObject(text="Cancel"),
         action_id=CANCEL_ACTION_ID,
         value=run_key,
         style="danger",
+        confirm=confirm,
     )
     return ActionsBlock(elements=[button])
 
@@ -442,3 +586,65 @@ def render_status(view: StatusView) -> SlackMessage:
     if view.state != "FINISHED":
         blocks.append(_cancel_button(view.run_key))
     return _message(line, blocks)
+
+
+# --------------------------------------------------------------------------- evidence
+
+
+def _evidence_lines(check: EvidenceCheck) -> list[str]:
+    """Our labels, the summary's values and the items escaped; each item a quoted line."""
+    head, items = evidence_lines(check.observation)
+    lines = [f"_{label}:_ {_fit(text, _EVIDENCE_LINE_MAX)}" for label, text in head]
+    lines += [_QUOTE + _fit(text, _EVIDENCE_LINE_MAX) for text in items]
+    return lines
+
+
+def _within(lines: Sequence[str], max_chars: int) -> list[str]:
+    """The leading ``lines`` whose widths add up to at most ``max_chars``, then a mark."""
+    kept: list[str] = []
+    used = 0
+    for shown, line in enumerate(lines):
+        used += _width(line) + 1
+        if used > max_chars:
+            return [*kept, _more(len(lines) - shown)]
+        kept.append(line)
+    return kept
+
+
+def _evidence_check_blocks(check: EvidenceCheck, max_blocks: int, max_chars: int) -> list[Block]:
+    items = check.observation.get("items")
+    count = len(items) if isinstance(items, list) else 0
+    more = "; the tool left more out" if check.truncated else ""
+    title = (
+        f"*#{check.number}* {_ident(check.tool, 40)} · "
+        f"{_fit(check.scope or '', _LABEL_MAX) if one_line(check.scope or '') else _BLANK}"
+        f" — {count} items{more}"
+    )
+    lines = _within(_evidence_lines(check), max_chars) or ["_No items._"]
+    return _sections(_pack(title, lines, max_blocks=max_blocks))
+
+
+def render_evidence(run_id: str, checks: Sequence[EvidenceCheck]) -> SlackMessage:
+    """The evidence view of an answer: each cited check's observation as the model saw it.
+
+    Log lines, rows and runbook snippets are quoted and escaped like model text; the message
+    stays within the Block Kit limits whatever the observations hold.
+    """
+    shown = list(checks[:_EVIDENCE_CHECKS_MAX])
+    blocks: list[Block] = [
+        _header("Evidence"),
+        _context(
+            f"What the model saw for the checks the answer cites · run {_fit(run_id, _ID_MAX)}"
+        ),
+    ]
+    if not shown:
+        blocks.append(_section("No cited check kept evidence."))
+    room = MAX_BLOCKS - len(blocks) - 1
+    per_check = max(room // max(len(shown), 1), 1)
+    chars = _EVIDENCE_CHARS_MAX // max(len(shown), 1)
+    for check in shown:
+        blocks += _evidence_check_blocks(check, per_check, chars)
+    if len(checks) > len(shown):
+        blocks.append(_context(_more(len(checks) - len(shown))))
+    text = f"Evidence of run {_fit(run_id, _ID_MAX)}: {len(shown)} cited checks"
+    return _message(text, blocks)

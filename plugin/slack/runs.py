@@ -9,6 +9,8 @@ crash the process. Promises to the thread:
   fallback (outcome, conclusion or stop reason / failure code, run id);
 - the status message says what actually happened (posted, posted as plain text, or could not
   be posted, with Slack's reason);
+- a final answer carries the Evidence button when the observations it cites are kept (for
+  ``DIAG_EVIDENCE_TTL_SECONDS``, in the shared state, see ``evidence``), and 👍 / 👎;
 - the thread lock lives as long as the run (see ``state.ThreadLeases``) and a mention into a busy
   thread gets one "busy" reply per run; shared state that cannot be reached gets a polite reply.
 """
@@ -34,8 +36,21 @@ from plugin.render_text import STOP_EXPLANATIONS
 from plugin.request import DiagnosisRequest, PreviousTurn
 from plugin.result import ExecutionResult, Outcome
 from plugin.settings import Settings
+from plugin.slack.evidence import (
+    EvidenceCollector,
+    EvidenceRecord,
+    evidence_key,
+    evidence_record,
+)
 from plugin.slack.progress import ProgressTracker, StatusBoard, StatusBudget
-from plugin.slack.render import SlackMessage, StatusView, escape, render_result, render_status
+from plugin.slack.render import (
+    AnswerExtras,
+    SlackMessage,
+    StatusView,
+    escape,
+    render_result,
+    render_status,
+)
 from plugin.slack.state import Lease, SharedState, ThreadLeases
 from plugin.slack.turns import turn_metadata
 from plugin.usecase import Harness
@@ -220,8 +235,9 @@ class RunManager:
             active.tracker = tracker
             self._refresh_queue()
             tracker.start()
-            result = await self._diagnose_when_allowed(req, active, tracker)
-            posted = None if result is None else await self._post_result(req, result)
+            collector = EvidenceCollector()
+            result = await self._diagnose_when_allowed(req, active, tracker, collector)
+            posted = None if result is None else await self._post_result(req, result, collector)
             answered = True  # the outcome, its fallback or the input refusal was attempted
             if result is not None and posted is not None:
                 await tracker.finish(_status_note(result, posted))
@@ -236,7 +252,11 @@ class RunManager:
             await _shielded(self.leases.release(lease))
 
     async def _diagnose_when_allowed(
-        self, req: RunRequest, active: _Active, tracker: ProgressTracker
+        self,
+        req: RunRequest,
+        active: _Active,
+        tracker: ProgressTracker,
+        collector: EvidenceCollector,
     ) -> ExecutionResult | None:
         acquired = await self._wait_for_slot(active)
         try:
@@ -248,7 +268,7 @@ class RunManager:
             result = await self.harness.diagnose(
                 request,
                 session_id=self._session_id(req),
-                hooks=[tracker, *self._hooks],
+                hooks=[tracker, *self._hooks, collector],
                 cancel_event=active.cancel,
             )
         except InputRejected as rejected:
@@ -351,10 +371,39 @@ class RunManager:
             channel=req.channel, ts=ts, text=message.text, blocks=list(message.blocks)
         )
 
-    async def _post_result(self, req: RunRequest, result: ExecutionResult) -> _Posted:
-        """Post the rendered outcome; if rendering or Slack refuses it, the plain fallback."""
+    async def _keep_evidence(self, req: RunRequest, record: EvidenceRecord | None) -> bool:
+        """Keep what the answer's Evidence button shows; False if there is nothing (or the
+        state is out of reach: the answer then has no Evidence button)."""
+        if record is None:
+            return False
         try:
-            message = render_result(result, replay=req.replay)
+            await self.state.put_evidence(
+                evidence_key(req.scope, record.run_id),
+                record.dumps(),
+                self.settings.evidence_ttl_seconds,
+            )
+        except Exception as exc:
+            _log.warning("evidence of %s not kept: %s", record.run_id, type(exc).__name__)
+            return False
+        return True
+
+    async def load_evidence(self, scope: str, run_id: str) -> EvidenceRecord | None:
+        """The evidence kept for an answer, or None once expired (raises if out of reach)."""
+        text = await self.state.get_evidence(evidence_key(scope, run_id))
+        return EvidenceRecord.loads(text) if text is not None else None
+
+    async def _post_result(
+        self, req: RunRequest, result: ExecutionResult, collector: EvidenceCollector
+    ) -> _Posted:
+        """Post the rendered outcome; if rendering or Slack refuses it, the plain fallback."""
+        record = evidence_record(result, collector, req.channel, req.thread_ts)
+        extras = AnswerExtras(
+            windows=collector.windows,
+            asked_at=req.asked_at,
+            evidence=await self._keep_evidence(req, record),
+        )
+        try:
+            message = render_result(result, replay=req.replay, extras=extras)
             await req.client.chat_postMessage(
                 channel=req.channel,
                 thread_ts=req.thread_ts,

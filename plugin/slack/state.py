@@ -7,6 +7,9 @@ was asked to stop.
 Keys are built by the caller from a *scope* (the Slack app id and the workspace id of the event),
 so two apps (or two workspaces of one app) sharing a Redis never see each other's threads.
 
+The Slack edge also keeps, per answer, the evidence its Evidence button shows (for
+``DIAG_EVIDENCE_TTL_SECONDS``) and each user's feedback vote, under the same scoped keys.
+
 A thread lock is a :class:`Lease`: its value is the run's key, it carries the run's channel (for
 Cancel, checked on every replica) and it lives as long as its run, not for a fixed time:
 :class:`ThreadLeases` renews every lease of this process every third of a short TTL while the
@@ -84,6 +87,18 @@ class SharedState(Protocol):
         ...
 
     async def cancel_requested(self, run_key: str) -> bool: ...
+
+    async def put_evidence(self, key: str, value: str, ttl_seconds: float) -> None:
+        """Keep a run's evidence (``value``, JSON) for ``ttl_seconds``."""
+        ...
+
+    async def get_evidence(self, key: str) -> str | None:
+        """The evidence kept under ``key``, or None once it expired (or was never kept)."""
+        ...
+
+    async def set_vote(self, key: str, vote: str, ttl_seconds: float) -> str | None:
+        """Record one user's vote on one answer; returns the vote it replaced, if any."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -174,6 +189,17 @@ class MemoryState:
     async def cancel_requested(self, run_key: str) -> bool:
         return self._get(f"cancel:{run_key}") is not None
 
+    async def put_evidence(self, key: str, value: str, ttl_seconds: float) -> None:
+        self._set(f"evidence:{key}", value, ttl_seconds)
+
+    async def get_evidence(self, key: str) -> str | None:
+        return self._get(f"evidence:{key}")
+
+    async def set_vote(self, key: str, vote: str, ttl_seconds: float) -> str | None:
+        previous = self._get(f"vote:{key}")
+        self._set(f"vote:{key}", vote, ttl_seconds)
+        return previous
+
     async def aclose(self) -> None:
         return None
 
@@ -240,6 +266,12 @@ def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
 
+def _text(value: object) -> str | None:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
+
+
 class RedisState:
     """The same operations on Redis (``SET NX PX`` and small compare-and-set scripts)."""
 
@@ -294,6 +326,19 @@ class RedisState:
 
     async def cancel_requested(self, run_key: str) -> bool:
         return bool(await self._redis.exists(self._key("cancel", run_key)))
+
+    async def put_evidence(self, key: str, value: str, ttl_seconds: float) -> None:
+        await self._redis.set(self._key("evidence", key), value, px=_ms(ttl_seconds))
+
+    async def get_evidence(self, key: str) -> str | None:
+        return _text(await self._redis.get(self._key("evidence", key)))
+
+    async def set_vote(self, key: str, vote: str, ttl_seconds: float) -> str | None:
+        # SET … GET: the new vote and the one it replaces in one atomic step.
+        previous = await self._redis.set(
+            self._key("vote", key), vote, px=_ms(ttl_seconds), get=True
+        )
+        return _text(previous)
 
     async def aclose(self) -> None:
         await self._redis.aclose()

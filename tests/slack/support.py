@@ -339,3 +339,52 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         while data := await reader.read(65536):
             writer.write(data)
             await writer.drain()
+
+
+# -- answer buttons ------------------------------------------------------------------------
+
+
+def blocks_of(params: dict[str, Any]) -> list[dict[str, Any]]:
+    blocks = params.get("blocks") or []
+    return json.loads(blocks) if isinstance(blocks, str) else list(blocks)
+
+
+def answer_button(rig: SlackRig, action_id: str) -> dict[str, Any]:
+    """The button ``action_id`` of the last final answer (the post carrying our metadata)."""
+    answer = rig.answers()[-1]
+    for block in answer.get("blocks") or []:
+        for element in block.get("elements", []) if block.get("type") == "actions" else []:
+            if element.get("action_id") == action_id:
+                return dict(element)
+    raise AssertionError(f"the answer has no {action_id} button")
+
+
+def button_payload(
+    action_id: str,
+    value: str,
+    *,
+    channel: str = ADMIN,
+    thread_ts: str = "1764300000.000100",
+    user: str = "UHUMAN01",
+    app_id: str = APP_ID,
+) -> dict[str, Any]:
+    """A click on one of an answer's buttons (``block_actions``), in ``thread_ts``."""
+    return {
+        "type": "block_actions",
+        "user": {"id": user},
+        "team": {"id": TEAM_ID},
+        "api_app_id": app_id,
+        "channel": {"id": channel},
+        "container": {"type": "message", "channel_id": channel, "thread_ts": thread_ts},
+        "message": {"ts": "1764400000.000009", "thread_ts": thread_ts},
+        "trigger_id": "1.2.3",
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "b",
+                "value": value,
+                "action_ts": "1764300001.000001",
+            }
+        ],
+    }

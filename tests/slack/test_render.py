@@ -196,7 +196,7 @@ def test_draft_shows_conclusion_analysis_lists_and_footer() -> None:
     assert "*#1* query_logs · payment-api · ERROR · scope 1" in text
     assert "*#2* query_logs" in text
     assert "_No evidence found in:_ Disk full on db-1" in text
-    for title in ("Action plan", "Recommendations", "checked scope", "still missing"):
+    for title in ("Action plan", "Recommendations", "Checked", "Still missing"):
         assert title in text
     footer = msg.blocks[-1]
     assert footer["type"] == "context"
@@ -235,14 +235,15 @@ def test_maximum_draft_stays_within_limits_and_marks_trims(char: str) -> None:
     for n in range(1, 11):
         assert f"*{n}. Finding:*" in text
         assert f"*#{n}* query_logs" in text
-    for title in ("Action plan", "Recommendations", "checked scope", "still missing"):
+    for title in ("Action plan", "Recommendations", "Checked", "Still missing"):
         assert title in text
     assert "…" in text  # check scopes (2000 chars) are trimmed visibly
     if char in "&<😀":
         # escaping/UTF-16 growth forces trims, and every trim is visible
         assert "…" in text or "more not shown" in text
     bullets = text.count("• ")
-    assert bullets + sum(_hidden_counts(text)) == 40
+    # 10 + 10 + 1 + 10: the ten identical checked-scope items are said once
+    assert bullets + sum(_hidden_counts(text)) == 31
 
 
 def _hidden_counts(text: str) -> list[int]:
@@ -256,7 +257,7 @@ def test_maximum_plain_draft_loses_nothing() -> None:
     text = _all_text(msg)
     assert "more not shown" not in text
     assert text.count("x" * 500) == 11  # conclusion + 10 statements, untrimmed
-    assert text.count("• " + "x" * 300) == 40
+    assert text.count("• " + "x" * 300) == 31  # the identical checked-scope items once
 
 
 def test_hostile_text_is_escaped_in_blocks_and_fallback() -> None:

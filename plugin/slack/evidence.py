@@ -1,0 +1,172 @@
+"""Evidence on demand: the observations an answer rests on, kept for its Evidence button.
+
+A run's :class:`EvidenceCollector` (a step hook) keeps each READY observation exactly as the
+model was given it (bounded and redacted by the harness, CONTRACTS §4) and each log check's
+window. When the answer is posted, :func:`evidence_record` keeps the observations of the checks
+the answer cites (for a stop or a failure: its READY checks) in the shared state for
+``DIAG_EVIDENCE_TTL_SECONDS``, under the request's scope, so any replica can answer the button.
+They never enter the audit record.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from plugin.hooks import StepHook
+from plugin.ledger import InvocationStatus
+from plugin.render_text import EvidenceCheck
+from plugin.result import ExecutionResult
+
+if TYPE_CHECKING:
+    from plugin.context import RunContext
+    from plugin.ledger import Invocation
+
+__all__ = [
+    "EvidenceCollector",
+    "EvidenceRecord",
+    "Window",
+    "evidence_ids",
+    "evidence_key",
+    "evidence_record",
+]
+
+_log = logging.getLogger(__name__)
+
+Window = tuple[datetime, datetime]
+"""A log check's window (start, end), aware datetimes."""
+
+_MAX_KEPT = 50
+"""Observations one run keeps at most (the tool budget keeps real runs far below)."""
+
+
+class EvidenceCollector(StepHook):
+    """One run's READY observations (parsed) and log windows, by tool call id."""
+
+    def __init__(self) -> None:
+        self.observations: dict[str, dict[str, Any]] = {}
+        self.windows: dict[str, Window] = {}
+
+    def on_observation(self, ctx: RunContext, invocation: Invocation, observation: str) -> None:
+        if invocation.status is not InvocationStatus.READY or len(self.observations) >= _MAX_KEPT:
+            return
+        parsed = json.loads(observation)
+        if isinstance(parsed, dict) and parsed.get("evidence_status") == "READY":
+            self.observations.setdefault(invocation.tool_call_id, parsed)
+        window = _window(invocation.business_input)
+        if window is not None:
+            self.windows.setdefault(invocation.tool_call_id, window)
+
+
+def _window(business: dict[str, Any] | None) -> Window | None:
+    if not business or not isinstance(business.get("start"), str):
+        return None
+    try:
+        start = datetime.fromisoformat(business["start"])
+        end = datetime.fromisoformat(str(business.get("end")))
+    except ValueError:
+        return None
+    if start.tzinfo is None or end.tzinfo is None:
+        return None
+    return start, end
+
+
+def evidence_ids(result: ExecutionResult) -> list[str]:
+    """The checks an answer's evidence view shows: those it cites, in order of first citation
+    (a Draft), or its READY checks (a stop or a failure)."""
+    checks = result.progress.checks if result.progress else ()
+    ready = {c.tool_call_id for c in checks if c.status == InvocationStatus.READY.value}
+    draft = result.draft
+    if draft is None:
+        ids = [c.tool_call_id for c in checks]
+    else:
+        ids = list(draft.conclusion.evidence_tool_call_ids) if draft.conclusion else []
+        for item in draft.analysis:
+            ids += getattr(item.evidence, "tool_call_ids", ())
+    return [i for i in dict.fromkeys(ids) if i in ready]
+
+
+def evidence_key(scope: str, run_id: str) -> str:
+    return f"{scope}:{run_id}"
+
+
+class EvidenceRecord:
+    """What one answer's Evidence button shows, and where it may be shown."""
+
+    def __init__(
+        self, run_id: str, channel: str, thread_ts: str, checks: list[EvidenceCheck]
+    ) -> None:
+        self.run_id = run_id
+        self.channel = channel
+        self.thread_ts = thread_ts
+        self.checks = checks
+
+    def dumps(self) -> str:
+        return json.dumps(
+            {
+                "run_id": self.run_id,
+                "channel": self.channel,
+                "thread_ts": self.thread_ts,
+                "checks": [
+                    {
+                        "number": c.number,
+                        "tool_call_id": c.tool_call_id,
+                        "tool": c.tool,
+                        "scope": c.scope,
+                        "observation": c.observation,
+                    }
+                    for c in self.checks
+                ],
+            },
+            ensure_ascii=False,
+        )
+
+    @classmethod
+    def loads(cls, text: str) -> EvidenceRecord | None:
+        """The record kept as ``text``; None if it is not one (never raises)."""
+        try:
+            data = json.loads(text)
+            checks = [
+                EvidenceCheck(
+                    number=int(c["number"]),
+                    tool_call_id=str(c["tool_call_id"]),
+                    tool=str(c["tool"]),
+                    scope=c["scope"] if isinstance(c.get("scope"), str) else None,
+                    observation=dict(c["observation"]),
+                )
+                for c in data["checks"]
+            ]
+            return cls(str(data["run_id"]), str(data["channel"]), str(data["thread_ts"]), checks)
+        except (ValueError, KeyError, TypeError) as exc:
+            _log.warning("kept evidence unreadable: %s", type(exc).__name__)
+            return None
+
+
+def evidence_record(
+    result: ExecutionResult, collector: EvidenceCollector, channel: str, thread_ts: str
+) -> EvidenceRecord | None:
+    """The record to keep for ``result``'s answer; None when it cites nothing kept."""
+    checks = result.progress.checks if result.progress else ()
+    numbers: dict[str, int] = {}
+    for n, check in enumerate(checks, 1):
+        numbers.setdefault(check.tool_call_id, n)
+    kept = []
+    for tool_call_id in evidence_ids(result):
+        observation = collector.observations.get(tool_call_id)
+        if observation is None:
+            continue
+        check = checks[numbers[tool_call_id] - 1]
+        kept.append(
+            EvidenceCheck(
+                number=numbers[tool_call_id],
+                tool_call_id=tool_call_id,
+                tool=check.tool,
+                scope=check.scope,
+                observation=observation,
+            )
+        )
+    if not kept:
+        return None
+    return EvidenceRecord(result.run_id, channel, thread_ts, kept)
