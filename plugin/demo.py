@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from plugin.cli import EXIT_FAILED, exit_code, load_settings
 from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer, load_cassette
 from plugin.render_text import render_text
-from plugin.request import DiagnosisRequest
+from plugin.request import DiagnosisRequest, parse_asked_at
 from plugin.resources import BUNDLED_CASSETTES, BUNDLED_KNOWLEDGE, BUNDLED_LOGS
+from plugin.result import ExecutionResult
 from plugin.wiring import build_harness
 from tools.base import AdapterCall, Ready
 from tools.mysql import MysqlAdapter
 from tools.schemas import MysqlInput
 
-__all__ = ["DEMO_DSN", "run_demo"]
+__all__ = ["DEMO_DSN", "DemoRun", "replay_demo", "run_demo"]
 
 CASSETTES = BUNDLED_CASSETTES
 # The read-only account `scripts/setup_mysql.py --ro-password diag_ro_demo` creates.
@@ -41,17 +44,32 @@ async def _reachable(dsn: str) -> bool:
     return isinstance(result, Ready)
 
 
-def _read_cassette(path: Path) -> tuple[str, list[ModelStep]]:
-    query = json.loads(path.read_text(encoding="utf-8"))["query"]
-    return str(query), load_cassette(path)
+def _read_cassette(path: Path) -> tuple[str, datetime, list[ModelStep]]:
+    """The recorded question, when it was asked (the cassette's ``asked_at``), the turns."""
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    asked_at = parse_asked_at(str(recorded["asked_at"]))
+    return str(recorded["query"]), asked_at, load_cassette(path)
 
 
-async def run_demo(*, show_json: bool = True) -> int:
+@dataclass(frozen=True, slots=True)
+class DemoRun:
+    """One replay of the bundled incident: what was asked, the result, the model double (its
+    ``requests`` are what the model was told)."""
+
+    query: str
+    asked_at: datetime
+    with_db: bool
+    result: ExecutionResult
+    server: ScriptedModelServer
+
+
+async def replay_demo() -> DemoRun:
+    """Replay the bundled incident through the real harness against the recorded model."""
     configured = load_settings().mysql_dsn
     dsn = configured.get_secret_value() if configured is not None else DEMO_DSN
     with_db = await _reachable(dsn)
     cassette: Path = CASSETTES / ("with-mysql.json" if with_db else "without-mysql.json")
-    query, steps = _read_cassette(cassette)
+    query, asked_at, steps = _read_cassette(cassette)
     async with ScriptedModelServer(steps, model="recorded-cassette") as server:
         settings = load_settings(
             OPENAI_BASE_URL=server.base_url,
@@ -64,11 +82,19 @@ async def run_demo(*, show_json: bool = True) -> int:
         )
         harness = build_harness(settings)
         try:
-            result = await harness.diagnose(DiagnosisRequest(query), session_id="demo")
+            request = DiagnosisRequest(query, asked_at=asked_at)
+            result = await harness.diagnose(request, session_id="demo")
         finally:
             await harness.aclose()
+    return DemoRun(query, asked_at, with_db, result, server)
+
+
+async def run_demo(*, show_json: bool = True) -> int:
+    run = await replay_demo()
+    query, with_db, result, server = run.query, run.with_db, run.result, run.server
     out = sys.stdout
     out.write(f"Query: {query}\n")
+    out.write(f"Asked at: {run.asked_at:%Y-%m-%dT%H:%M:%SZ}\n")
     database = "reachable: MySQL evidence included" if with_db else "not reachable: a failed check"
     out.write(f"Database: {database}\n\n")
     out.write(render_text(result) + "\n")
