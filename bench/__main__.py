@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.catalogue import run_catalogue
 from bench.coldstart import run_coldstart
 from bench.common import Row, Sizes, Status
 from bench.concurrency import run_concurrency
@@ -38,6 +39,7 @@ SECTIONS: tuple[tuple[str, Section], ...] = (
     ("4 tools: query_mysql", run_mysql),
     ("4 tools: lookup_knowledge", run_knowledge),
     ("4 tools: query_logs", run_logs),
+    ("4 tools: catalogues", run_catalogue),
     ("5 cold start", run_coldstart),
 )
 

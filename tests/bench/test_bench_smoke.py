@@ -21,6 +21,7 @@ EXPECTED = {
     "4 tools: query_mysql": 2,
     "4 tools: lookup_knowledge": 2,
     "4 tools: query_logs": 5,
+    "4 tools: catalogues": 2,
     "5 cold start": 1,
 }
 
