@@ -46,6 +46,8 @@ _MYSQL_MEANINGS = {
     1045: "access denied (user or password)",
     1049: "unknown database",
     1142: "the account may not write diag_audit",
+    1054: "diag_audit has an older layout (no kind column); drop it or add"
+    " `id BIGINT AUTO_INCREMENT PRIMARY KEY` and `kind VARCHAR(16)`",
     1146: "table does not exist",
     2003: "cannot connect (nothing listening, or a firewall)",
     2005: "unknown host",
@@ -374,8 +376,9 @@ async def _probe_audit_table(conn: Any) -> str:
             return "reachable; diag_audit is created on the first write"
         # Privileges are checked as for the insert itself; nothing is written.
         await cur.execute(
-            "EXPLAIN INSERT INTO diag_audit (run_id, session_id, outcome, recorded_at, record)"
-            " VALUES ('check', 'check', 'CHECK', NOW(6), '{}')"
+            "EXPLAIN INSERT INTO diag_audit"
+            " (kind, run_id, session_id, outcome, recorded_at, record)"
+            " VALUES ('check', 'check', 'check', 'CHECK', NOW(6), '{}')"
         )
         await cur.fetchall()
     return "diag_audit writable"

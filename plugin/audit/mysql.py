@@ -35,27 +35,32 @@ _log = logging.getLogger(__name__)
 
 AUDIT_TABLE = """
 CREATE TABLE IF NOT EXISTS diag_audit (
-  run_id VARCHAR(64) NOT NULL PRIMARY KEY,
+  id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  kind VARCHAR(16) NOT NULL,
+  run_id VARCHAR(64) NOT NULL,
   session_id VARCHAR(255) NOT NULL,
   outcome VARCHAR(16) NOT NULL,
   recorded_at DATETIME(6) NOT NULL,
   record LONGTEXT NOT NULL,
+  KEY diag_audit_run (run_id),
   KEY diag_audit_session (session_id),
   KEY diag_audit_recorded (recorded_at)
 ) DEFAULT CHARSET=utf8mb4
 """
 _INSERT = (
-    "INSERT INTO diag_audit (run_id, session_id, outcome, recorded_at, record)"
-    " VALUES (%s, %s, %s, %s, %s)"
+    "INSERT INTO diag_audit (kind, run_id, session_id, outcome, recorded_at, record)"
+    " VALUES (%s, %s, %s, %s, %s, %s)"
 )
 _NO_SUCH_TABLE = 1146
 _OUTCOME_CHARS = 16
+_KIND_CHARS = 16
 _MEANINGS = {
     1044: "access denied to the database",
     1045: "access denied (user or password)",
     1049: "unknown database",
     1062: "a record with this run_id already exists",
     1142: "the account may not write diag_audit",
+    1054: "diag_audit has an older layout (no kind column); drop it to have it recreated",
     1146: "diag_audit does not exist",
     1205: "lock wait timeout: another session holds a lock on diag_audit",
     1406: "a value is too long for its column",
@@ -154,7 +159,7 @@ class MysqlAuditSink:
         return _MysqlFailure(f"{label}: {meaning}, while {self.phase} at {where}", code)
 
 
-def _row(record: dict[str, Any]) -> tuple[str, str, str, datetime, str]:
+def _row(record: dict[str, Any]) -> tuple[str, str, str, str, datetime, str]:
     """The column values, each within its column: ids cut with a hash, text valid UTF-8."""
     try:
         recorded = datetime.fromisoformat(str(record.get("recorded_at")))
@@ -163,6 +168,7 @@ def _row(record: dict[str, Any]) -> tuple[str, str, str, datetime, str]:
     if recorded.tzinfo is not None:
         recorded = recorded.astimezone(UTC)
     return (
+        safe_text(str(record.get("kind") or "diagnosis"), _KIND_CHARS),
         bounded_id(str(record.get("run_id")), MAX_RUN_ID_CHARS),
         bounded_id(str(record.get("session_id")), MAX_SESSION_ID_CHARS),
         safe_text(str(record.get("outcome")), _OUTCOME_CHARS),

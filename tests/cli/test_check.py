@@ -23,6 +23,7 @@ import pymysql
 import pytest
 from aiohttp import web
 
+from plugin.audit.mysql import AUDIT_TABLE
 from plugin.doubles.recording_slack import RecordedCall, RecordingSlackApi
 from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
 from tests.conftest import StartServer
@@ -367,11 +368,8 @@ async def test_mysql_audit_sink(tmp_path: Path, mysql_accounts: None) -> None:
     assert "created on the first write" in writable.part("audit")["detail"]
     conn = _admin()
     with conn.cursor() as cur:
-        cur.execute(
-            f"CREATE TABLE {DATABASE}.diag_audit (run_id VARCHAR(64) PRIMARY KEY,"
-            " session_id VARCHAR(255), outcome VARCHAR(16), recorded_at DATETIME(6),"
-            " record LONGTEXT)"
-        )
+        cur.execute(f"USE {DATABASE}")
+        cur.execute(AUDIT_TABLE)
     try:
         again = await run_check(tmp_path, "--json", DIAG_AUDIT_SINK=dsn(AUDIT_USER, AUDIT_PASSWORD))
         assert again.code == 0, again.out

@@ -21,6 +21,7 @@ from plugin.audit import (
     encode_record,
 )
 from plugin.audit.jsonl import append_line
+from plugin.audit.record import feedback_record
 from plugin.errors import ConfigError
 from plugin.request import DiagnosisRequest
 from plugin.result import Outcome
@@ -255,3 +256,27 @@ def test_concurrent_writers_to_one_file_keep_every_line_whole(tmp_path: Path) ->
     assert lines[-1] == b""
     records = [json.loads(line) for line in lines[:-1]]
     assert len(records) == 16 * 200
+
+
+async def test_feedback_records_sit_beside_their_run_in_the_mysql_sink(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    """A run's record and any number of votes on it are separate rows (kind column)."""
+    dsn = audit_database(DATABASE)
+    server = await model_server([final_step(draft_json(conclusion=False))])
+    harness = Harness(
+        settings=settings_for(server, tmp_path), adapters=adapters(), audit=build_audit_sink(dsn)
+    )
+    try:
+        result = await harness.diagnose(QUERY)
+        for vote, reason in (("up", None), ("down", None), ("down", "cited the wrong deploy")):
+            harness.audit_writer.submit(
+                feedback_record(result.run_id, "U0VOTER1", vote, reason=reason)
+            )
+        assert await harness.drain_audit()
+    finally:
+        await harness.aclose()
+    rows = audit_rows(DATABASE)
+    assert [r["run_id"] for r in rows] == [result.run_id] * 4
+    assert [r["record"]["kind"] for r in rows] == ["diagnosis", "feedback", "feedback", "feedback"]
+    assert harness.audit_records_lost == 0
