@@ -46,6 +46,7 @@ from plugin.slack.evidence import (
 from plugin.slack.jobs import Job, JobQueue
 from plugin.slack.progress import ProgressTracker, StatusBoard, StatusBudget
 from plugin.slack.render import (
+    WORKER_LOST_DETAIL,
     AnswerExtras,
     SlackMessage,
     StatusView,
@@ -59,7 +60,6 @@ from plugin.usecase import Harness
 
 __all__ = [
     "DEFAULT_LOCK_TTL_SECONDS",
-    "WORKER_LOST",
     "RunManager",
     "RunRequest",
     "fallback_text",
@@ -85,7 +85,6 @@ UNAVAILABLE = (
     "Please ask again in a few minutes."
 )
 _RESTARTING = "I am restarting; please ask again in a minute."
-WORKER_LOST = "WORKER_LOST"
 _LOST_NOTE = "Failed closed: the worker running this diagnosis was lost; see the message below."
 _NOT_QUEUED = "Not started: the run queue is unreachable."
 _FAILED_CLOSED = (
@@ -297,7 +296,7 @@ class RunManager:
             job.run_id,
             session_id=self._session_id(req),
             asked_at=req.asked_at,
-            detail=WORKER_LOST,
+            detail=WORKER_LOST_DETAIL,
             hooks=self._hooks,
         )
         _log.error("run %s (%s): its worker was lost; answered as failed", job.run_key, job.run_id)

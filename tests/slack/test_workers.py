@@ -21,8 +21,9 @@ from redis.asyncio import Redis
 from plugin.doubles.recording_slack import RecordingSlackApi
 from plugin.doubles.scripted_model import ModelStep
 from plugin.slack.jobs import DEFAULT_STREAM, GROUP
+from plugin.slack.render import EVIDENCE_ACTION_ID, FEEDBACK_UP_ACTION_ID
 from tests.conftest import StartServer
-from tests.harness.support import draft_json
+from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, tool_step
 from tests.slack.serve_support import (
     ServeProcess,
     free_port,
@@ -32,7 +33,7 @@ from tests.slack.serve_support import (
     serve_env,
     wait_status,
 )
-from tests.slack.support import ADMIN, cancel_payload, redis_url, require_redis
+from tests.slack.support import ADMIN, button_payload, cancel_payload, redis_url, require_redis
 
 _DB = 13
 
@@ -71,8 +72,8 @@ async def _until(check: Callable[[], bool], within: float, what: str) -> float:
 
 
 def _run_key(slack: RecordingSlackApi) -> str | None:
-    for call in slack.calls_of("chat.postMessage"):
-        for block in call.params.get("blocks") or []:
+    for posted in slack.calls_of("chat.postMessage"):
+        for block in posted.params.get("blocks") or []:
             if block.get("type") == "actions":
                 for element in block.get("elements", []):
                     if element.get("action_id") == "diag_cancel":
@@ -210,6 +211,8 @@ async def test_a_killed_worker_s_job_is_answered_worker_lost(
     assert answer["thread_ts"] == thread
     text = json.dumps(answer)
     assert "AGENT_ERROR" in text and "WORKER_LOST" in text, text
+    assert "Replay diagnosis" in text  # the shortcut asks it again (the metadata is there)
+    assert answer["metadata"]["event_payload"]["turn"]["query"] == "payment-api 5xx since 10:05"
     # Claimed after the claim time (never before), within it plus a heartbeat and a margin.
     assert claim - 0.5 <= answered - killed < claim + 6
     assert "its worker was lost" in other.stderr
@@ -297,3 +300,51 @@ async def test_workers_need_redis(tmp_path: Path) -> None:
         assert len(lines) == 1, process.stdout
         error = json.loads(lines[0])["error"]
         assert error["code"] == "INVALID_SETTINGS" and "DIAG_REDIS_URL" in error["message"]
+
+
+async def test_evidence_and_feedback_of_a_run_in_a_worker(
+    model_server: StartServer, tmp_path: Path, admin: Redis
+) -> None:
+    """The worker keeps the cited observations in Redis; the front serves the Evidence button
+    and 👍 on the answer the worker posted."""
+    logs = tmp_path / "logs" / "payment-api" / "2026-11-28" / "10.jsonl"
+    logs.parent.mkdir(parents=True)
+    line = {"ts": "2026-11-28T10:05:00Z", "service": "payment-api", "level": "ERROR",
+            "message": "db pool exhausted: timed out after 3000ms"}  # fmt: skip
+    logs.write_text(json.dumps(line) + "\n", "utf-8")
+    model = await model_server(
+        [tool_step(call("call-1", "query_logs", LOGS_INPUT)), final_step(draft_json(["call-1"]))]
+    )
+    thread = "1764300000.001001"
+    async with RecordingSlackApi() as slack:
+        env = _env(tmp_path, slack, model.base_url, DIAG_LOGS_SOURCE=str(tmp_path / "logs"))
+        front, port = await _front(env, tmp_path, workers=1)
+        try:
+            assert await post_signed(port, mention_body("EvEVID0001", thread)) == 200
+            await _until(lambda: len(_answers(slack)) == 1, 30, "the answer")
+            buttons = {
+                e["action_id"]: e["value"]
+                for b in _answers(slack)[0]["blocks"]
+                if b.get("type") == "actions"
+                for e in b["elements"]
+            }
+            for action in (EVIDENCE_ACTION_ID, FEEDBACK_UP_ACTION_ID):
+                click = button_payload(action, buttons[action], thread_ts=thread)
+                assert await post_signed(port, click, form=True) == 200
+            await _until(
+                lambda: any("db pool exhausted" in json.dumps(m) for m in slack.messages[1:]
+                            if not m.get("metadata") and m.get("thread_ts") == thread
+                            and "Evidence" in json.dumps(m)),
+                10,
+                "the evidence view",
+            )  # fmt: skip
+            await _until(
+                lambda: bool(slack.calls_of("chat.postEphemeral")), 10, "the feedback note"
+            )
+            front.send(signal.SIGTERM)
+            assert await front.wait_exit() == 0
+        finally:
+            await front.aclose()
+    note = slack.calls_of("chat.postEphemeral")[0].params["text"]
+    assert "Thanks" in note
+    _no_traceback(front)
