@@ -101,6 +101,16 @@ async def _metrics_with(port: int, line: str, within: float = 5) -> str:
         await asyncio.sleep(0.2)
 
 
+async def _exits_0(process: ServeProcess, within: float = 60) -> None:
+    """SIGTERM ``process``; it exits 0 in time (else its log tells why)."""
+    process.send(signal.SIGTERM)
+    try:
+        code = await process.wait_exit(within)
+    except TimeoutError:
+        raise AssertionError(f"no exit within {within} s:\n{process.stderr[-4000:]}") from None
+    assert code == 0, process.stderr[-4000:]
+
+
 def _no_traceback(*processes: ServeProcess) -> None:
     for process in processes:
         assert "Traceback" not in process.stderr, process.stderr
@@ -202,8 +212,7 @@ async def test_a_killed_worker_s_job_is_answered_worker_lost(
             answered = await _until(lambda: len(_answers(slack)) == 1, claim + 10, "WORKER_LOST")
             metrics = await _metrics_with(port, "diag_jobs_claimed_total 1.0")
             for process in (other, front):
-                process.send(signal.SIGTERM)
-                assert await process.wait_exit() == 0
+                await _exits_0(process)
         finally:
             for process in (first, second, front):
                 await process.aclose()
@@ -245,10 +254,8 @@ async def test_sigterm_drains_the_worker(
             await worker.wait_for_log("ready: up to")
             assert await post_signed(port, mention_body("EvTERM0001", thread)) == 200
             await asyncio.wait_for(model.wait_for_requests(1), 30)
-            worker.send(signal.SIGTERM)
-            assert await worker.wait_exit() == 0
-            front.send(signal.SIGTERM)
-            assert await front.wait_exit() == 0
+            await _exits_0(worker)
+            await _exits_0(front)
         finally:
             await worker.aclose()
             await front.aclose()
