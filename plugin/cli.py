@@ -1,4 +1,4 @@
-"""Command line: ``python -m plugin diagnose|serve|replay|demo|check|eval`` (CONTRACTS §1).
+"""Command line: ``python -m plugin diagnose|serve|worker|replay|demo|check|eval`` (CONTRACTS §1).
 
 stdout carries exactly one JSON object (the Execution Result, or an ``error`` object); logs go
 to stderr. Exit codes: 0 a Draft or a controlled stop, 2 input rejected before any model call,
@@ -100,9 +100,25 @@ async def _serve(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings()
-        return await serve(settings, http=args.http, port=args.port, stop=stop)
+        return await serve(
+            settings, http=args.http, port=args.port, stop=stop, workers=args.workers
+        )
     except ConfigError as exc:
         return _error(InputRejection.INVALID_SETTINGS.value, str(exc))
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    from plugin.ops import restore_signals, stop_on_signals
+
+    stop = stop_on_signals()
+    from plugin.slack.worker import run_worker
+
+    try:
+        return await run_worker(load_settings(), stop)
+    except ConfigError as exc:
+        return _error(InputRejection.INVALID_SETTINGS.value, str(exc))
+    finally:
+        restore_signals()
 
 
 async def _replay(args: argparse.Namespace) -> int:
@@ -186,7 +202,15 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the Slack app (Socket Mode or HTTP)")
     serve.add_argument("--http", action="store_true", help="HTTP mode even with SLACK_APP_TOKEN")
     serve.add_argument("--port", type=int, default=3000)
+    serve.add_argument(
+        "--workers",
+        type=_workers,
+        metavar="N",
+        help="queue runs on Redis and start N local workers (0: workers run elsewhere)",
+    )
     serve.set_defaults(run=_serve)
+    worker = commands.add_parser("worker", help="run the diagnoses queued on Redis")
+    worker.set_defaults(run=_worker)
     replay = commands.add_parser("replay", help="replay a recorded Slack event envelope")
     replay.add_argument("file")
     replay.set_defaults(run=_replay)
@@ -205,6 +229,16 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--mysql-admin-dsn", metavar="DSN", help="throwaway DBs for MySQL cases")
     evaluate.set_defaults(run=_eval)
     return parser
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 64:
+        raise argparse.ArgumentTypeError("must be a whole number from 0 to 64")
+    return value
 
 
 def _asked_at(text: str) -> datetime:

@@ -81,8 +81,25 @@ class _Live(Collector):
         self.in_flight: Callable[[], int] = lambda: 0
         self.queued: Callable[[], int] = lambda: 0
         self.audit_lost: Callable[[], int] = lambda: 0
+        self.jobs: Callable[[], tuple[int, int, int] | None] = lambda: None
 
     def collect(self) -> Iterable[Metric]:
+        jobs = self.jobs()
+        if jobs is not None:
+            waiting, taken, claimed = jobs
+            queued = GaugeMetricFamily(
+                "diag_jobs_queued",
+                "Jobs on the run queue: waiting for a worker, or taken and not acknowledged.",
+                labels=["state"],
+            )
+            queued.add_metric(["waiting"], waiting)
+            queued.add_metric(["taken"], taken)
+            yield queued
+            yield CounterMetricFamily(
+                "diag_jobs_claimed",
+                "Jobs whose worker vanished, claimed by another worker and answered WORKER_LOST.",
+                value=claimed,
+            )
         yield GaugeMetricFamily(
             "diag_runs_in_flight",
             "Runs started and not finished (including those queued for a slot).",
@@ -170,6 +187,11 @@ class Metrics:
             queued,
             audit_lost,
         )
+
+    def watch_jobs(self, depth: Callable[[], tuple[int, int, int] | None]) -> None:
+        """Where the run queue's depth is read: (waiting, taken, claimed so far), or None
+        before it was first read (``serve --workers``)."""
+        self._live.jobs = depth
 
     def hook(self) -> MetricsHook:
         return MetricsHook(self)

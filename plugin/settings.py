@@ -115,6 +115,11 @@ class Settings(BaseSettings):
     """Socket Mode: serve /healthz, /readyz and /metrics on this port (HTTP mode: the main
     port)."""
     redis_url: SecretStr | None = Field(default=None, validation_alias="DIAG_REDIS_URL")
+    job_claim_seconds: float | None = Field(
+        default=None, gt=0, validation_alias="DIAG_JOB_CLAIM_SECONDS"
+    )
+    """After this, a queued job whose worker vanished is claimed by another worker and answered
+    ``FAILED AGENT_ERROR WORKER_LOST`` (default: ``DIAG_DEADLINE_SECONDS`` + 30)."""
     evidence_ttl_seconds: float = Field(
         default=86400.0, gt=0, validation_alias="DIAG_EVIDENCE_TTL_SECONDS"
     )
@@ -181,6 +186,13 @@ class Settings(BaseSettings):
     def _audit_sink(cls, value: str) -> str:
         check_audit_sink(value)
         return value
+
+    @property
+    def job_claim_after_seconds(self) -> float:
+        """``DIAG_JOB_CLAIM_SECONDS``, or the run deadline plus 30 s."""
+        if self.job_claim_seconds is not None:
+            return self.job_claim_seconds
+        return self.deadline_seconds + 30.0
 
     @field_validator("redis_url", mode="after")
     @classmethod

@@ -73,6 +73,8 @@ class Harness:
     adapters: Mapping[ToolName, EvidenceAdapter[Any]]
     audit: AuditSink
     http_client: httpx.AsyncClient | None = None
+    model_connections: int = 100
+    """The model HTTP pool's size (a worker sizes it to ``DIAG_MAX_CONCURRENT_RUNS``)."""
     audit_writer: AuditWriter = field(init=False, repr=False)
     catalogues: Catalogues = field(init=False, repr=False)
     """The tool descriptions with their catalogues (``DIAG_PROMPT``'s language), one snapshot
@@ -89,7 +91,10 @@ class Harness:
         if self.http_client is None:
             self.http_client = httpx.AsyncClient(
                 timeout=self.settings.model_request_timeout_seconds,
-                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+                limits=httpx.Limits(
+                    max_connections=self.model_connections,
+                    max_keepalive_connections=min(20, self.model_connections),
+                ),
             )
 
     async def aclose(self) -> None:
@@ -129,14 +134,18 @@ class Harness:
         session_id: str | None = None,
         hooks: Sequence[StepHook] = (),
         cancel_event: asyncio.Event | None = None,
+        run_id: str | None = None,
     ) -> ExecutionResult:
-        """Run one diagnosis. Raises ``InputRejected`` before any model call on bad input."""
+        """Run one diagnosis. Raises ``InputRejected`` before any model call on bad input.
+
+        ``run_id``: the id the caller already gave the run (a queued job's), else a new one.
+        """
         if request.asked_at is None:
             request = dataclasses.replace(request, asked_at=datetime.now(UTC))
         message = model_input(request, self.limits)
         ctx = RunContext(
             session_id=session_id or f"session-{uuid.uuid4().hex[:12]}",
-            run_id=new_run_id(),
+            run_id=run_id or new_run_id(),
             budgets=Budgets.from_settings(self.settings),
             hooks=HookSet(hooks),
             cancel_event=cancel_event or asyncio.Event(),
@@ -156,6 +165,28 @@ class Harness:
             # Any other BaseException (one an adapter or a library raised) ends the run FAILED.
             _log.error("run %s ended by %s", ctx.run_id, type(exc).__name__)
             result = _last_resort(ctx, FailureCode.AGENT_ERROR, "UNCLASSIFIED")
+        self._end(ctx, result)
+        return result
+
+    def record_lost(
+        self,
+        run_id: str,
+        *,
+        session_id: str,
+        asked_at: datetime | None,
+        detail: str,
+        hooks: Sequence[StepHook] = (),
+    ) -> ExecutionResult:
+        """A run that started elsewhere and whose process vanished: it ends ``FAILED
+        AGENT_ERROR <detail>`` with its audit record (never re-run)."""
+        ctx = RunContext(
+            session_id=session_id,
+            run_id=run_id,
+            budgets=Budgets.from_settings(self.settings),
+            hooks=HookSet(hooks),
+            asked_at=asked_at,
+        )
+        result = _failed(ctx, FailureCode.AGENT_ERROR, detail)
         self._end(ctx, result)
         return result
 

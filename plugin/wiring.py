@@ -44,11 +44,13 @@ def build_adapters(settings: Settings) -> dict[ToolName, EvidenceAdapter[Any]]:
     }
 
 
-def build_harness(settings: Settings) -> Harness:
+def build_harness(settings: Settings, *, model_connections: int = 100) -> Harness:
+    """``model_connections``: the model HTTP pool's size (a worker: its concurrent runs)."""
     return Harness(
         settings=settings,
         adapters=build_adapters(settings),
         audit=build_audit_sink(settings.audit_sink, timeout_seconds=settings.audit_timeout_seconds),
+        model_connections=model_connections,
     )
 
 

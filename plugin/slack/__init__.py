@@ -22,6 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.metrics import Metrics
 from plugin.settings import Settings
+from plugin.slack.jobs import JobQueue
 from plugin.slack.listeners import REPLAY_CALLBACK_ID, Listeners
 from plugin.slack.progress import StatusBudget
 from plugin.slack.runs import DEFAULT_LOCK_TTL_SECONDS, RunManager
@@ -72,6 +73,7 @@ def register(
     status_budget: StatusBudget | None = None,
     replay: bool = False,
     metrics: Metrics | None = None,
+    queue: JobQueue | None = None,
 ) -> PluginHandle:
     """Add this product's listeners to ``app``; the caller keeps running the app: mentions,
     Cancel (confirmed), the replay shortcut, and each answer's Evidence and 👍 / 👎 buttons.
@@ -97,6 +99,7 @@ def register(
         status_budget=status_budget,
         replay=replay,
         hooks=[metrics.hook()],
+        queue=queue,
     )
     metrics.watch(
         in_flight=lambda: manager.in_flight,

@@ -121,6 +121,8 @@ _QUOTE = "> "
 _IDENT = re.compile(r"[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*")
 _BLANK = f"_{BLANK}_"
 
+WORKER_LOST_DETAIL = "WORKER_LOST"
+"""A queued run whose worker vanished (``plugin.slack.worker``)."""
 REPLAY_NOTE = ":repeat: Replay of this thread's question with the current version"
 
 
@@ -459,10 +461,16 @@ def _failure_text(result: ExecutionResult) -> str:
     f = result.failure
     if f is None:
         return "The diagnosis failed closed; no conclusion was produced."
-    return (
+    text = (
         f"The diagnosis failed closed ({_ident(f.code.value)}: {_ident(f.detail)}); "
         "no conclusion was produced."
     )
+    if f.detail == WORKER_LOST_DETAIL:
+        text += (
+            " The worker process running it was lost before it answered; nothing was run "
+            "again. Use the *Replay diagnosis* shortcut on this message to ask it again."
+        )
+    return text
 
 
 def _body(

@@ -30,6 +30,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from plugin.context import new_run_id
 from plugin.errors import InputRejected
 from plugin.hooks import StepHook
 from plugin.render_text import STOP_EXPLANATIONS
@@ -42,8 +43,10 @@ from plugin.slack.evidence import (
     evidence_key,
     evidence_record,
 )
+from plugin.slack.jobs import Job, JobQueue
 from plugin.slack.progress import ProgressTracker, StatusBoard, StatusBudget
 from plugin.slack.render import (
+    WORKER_LOST_DETAIL,
     AnswerExtras,
     SlackMessage,
     StatusView,
@@ -55,7 +58,12 @@ from plugin.slack.state import Lease, SharedState, ThreadLeases
 from plugin.slack.turns import turn_metadata
 from plugin.usecase import Harness
 
-__all__ = ["DEFAULT_LOCK_TTL_SECONDS", "RunManager", "RunRequest", "fallback_text"]
+__all__ = [
+    "DEFAULT_LOCK_TTL_SECONDS",
+    "RunManager",
+    "RunRequest",
+    "fallback_text",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -77,6 +85,8 @@ UNAVAILABLE = (
     "Please ask again in a few minutes."
 )
 _RESTARTING = "I am restarting; please ask again in a minute."
+_LOST_NOTE = "Failed closed: the worker running this diagnosis was lost; see the message below."
+_NOT_QUEUED = "Not started: the run queue is unreachable."
 _FAILED_CLOSED = (
     "The diagnosis failed closed: it ended without an answer I can show. Nothing was "
     "concluded; please ask again."
@@ -103,6 +113,8 @@ class RunRequest:
     asked_at: datetime | None = None
     """When the question was asked (the mention's ``ts``, or the recorded one on a replay)."""
     """``app_id:team_id`` of the event: shared-state keys never cross apps or workspaces."""
+    run_id: str | None = None
+    """The run's id when it was given before the run (a queued job's), else the harness's."""
 
 
 @dataclass(slots=True)
@@ -138,8 +150,12 @@ class RunManager:
         status_budget: StatusBudget | None = None,
         replay: bool = False,
         hooks: Sequence[StepHook] = (),
+        queue: JobQueue | None = None,
     ) -> None:
+        """``queue``: runs go to workers through this queue (the front of ``serve --workers``);
+        without it they run in this process."""
         self.harness = harness
+        self.queue = queue
         self.settings = settings
         self.state = state
         self.leases = ThreadLeases(state, lock_ttl_seconds)
@@ -179,7 +195,10 @@ class RunManager:
             channel=req.channel,
         )
         try:
-            claimed = await self.leases.claim(lease)
+            if self.queue is not None:
+                claimed = await self._claim_for_queue(lease)
+            else:
+                claimed = await self.leases.claim(lease)
         except Exception as exc:
             _log.error("shared state unreachable, mention declined: %s", type(exc).__name__)
             await self._say(req, UNAVAILABLE)
@@ -187,6 +206,8 @@ class RunManager:
         if not claimed:
             await self._busy(req, lease.thread_key)
             return None
+        if self.queue is not None:
+            return await self._enqueue(req, key, lease)
         active = _Active(key=key, channel=req.channel)
         self._active[key] = active
         self._queue.append(key)
@@ -194,6 +215,101 @@ class RunManager:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return key
+
+    async def _claim_for_queue(self, lease: Lease) -> bool:
+        """The thread's lock, held by the shared state until a worker adopts it (or, if the
+        worker vanished, until the job is claimed as lost)."""
+        ttl = self.settings.job_claim_after_seconds + self.leases.ttl_seconds
+        return await self.state.claim_thread(lease, ttl)
+
+    async def _enqueue(self, req: RunRequest, key: str, lease: Lease) -> str | None:
+        """Post the status message and hand the frozen request to the workers."""
+        assert self.queue is not None
+        active = _Active(key=key, channel=req.channel)
+        status_ts = await self._post_status(req, active)
+        job = Job.freeze(
+            run_key=key,
+            run_id=new_run_id(),
+            scope=req.scope,
+            channel=req.channel,
+            thread_ts=req.thread_ts,
+            query=req.query,
+            previous_turn=req.previous_turn,
+            asked_at=req.asked_at,
+            requested_by=req.requested_by,
+            replay=req.replay or self._replay,
+            status_ts=status_ts,
+        )
+        try:
+            await self.queue.enqueue(job)
+        except Exception as exc:
+            _log.error("run queue unreachable, mention declined: %s", type(exc).__name__)
+            await _shielded(self.state.release_thread(lease))
+            await self._say(req, UNAVAILABLE)
+            if status_ts is not None:
+                await self._final_status(req, status_ts, key, _NOT_QUEUED)
+            return None
+        _log.info("run %s queued (%s)", key, job.run_id)
+        return key
+
+    async def _final_status(self, req: RunRequest, status_ts: str, key: str, note: str) -> None:
+        view = StatusView(run_key=key, state="FINISHED", final_note=note)
+        try:
+            await self._update(req, status_ts, render_status(view))
+        except Exception as exc:
+            _log.warning("final status update failed: %s", _slack_error(exc))
+
+    # -- queued jobs (a worker) ---------------------------------------------------------------
+
+    def start_job(
+        self,
+        job: Job,
+        client: AsyncWebClient,
+        on_done: Callable[[], Coroutine[Any, Any, None]],
+    ) -> None:
+        """Run a queued job here: the same run as an in-process one, in the status message the
+        front posted; ``on_done`` (the acknowledgement) once its thread got its answer."""
+        req = _job_request(job, client)
+        lease = Lease(thread_key=job.thread_key, run_key=job.lease_key, channel=job.channel)
+        active = _Active(key=job.run_key, channel=job.channel)
+        self._active[active.key] = active
+        self._queue.append(active.key)
+        self.leases.adopt(lease)
+
+        async def run() -> None:
+            try:
+                if await _safely(self.state.cancel_requested(lease.run_key)):
+                    active.cancel.set()  # cancelled while it waited in the queue
+                await self._run(req, active, lease, status_ts=job.status_ts, status_posted=True)
+            finally:
+                await _shielded(on_done())
+
+        task = asyncio.create_task(run(), name=f"diag-job-{job.run_key}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def answer_lost(self, job: Job, client: AsyncWebClient) -> None:
+        """A job whose worker vanished: never run again; its thread is told it failed
+        (``AGENT_ERROR WORKER_LOST``, with the Replay shortcut), its audit record written."""
+        req = _job_request(job, client)
+        result = self.harness.record_lost(
+            job.run_id,
+            session_id=self._session_id(req),
+            asked_at=req.asked_at,
+            detail=WORKER_LOST_DETAIL,
+            hooks=self._hooks,
+        )
+        _log.error("run %s (%s): its worker was lost; answered as failed", job.run_key, job.run_id)
+        self.completed.append(result)
+        await self._post_result(req, result, EvidenceCollector())
+        if job.status_ts is not None:
+            await self._final_status(req, job.status_ts, job.run_key, _LOST_NOTE)
+        lease = Lease(thread_key=job.thread_key, run_key=job.lease_key, channel=job.channel)
+        await _shielded(self.state.release_thread(lease))
+
+    @property
+    def running_jobs(self) -> int:
+        return len(self._tasks)
 
     async def _busy(self, req: RunRequest, thread_key: str) -> None:
         """One "busy" reply per run holding the thread, whichever replica hears the mention."""
@@ -224,13 +340,23 @@ class RunManager:
 
     # -- the run ---------------------------------------------------------------------------
 
-    async def _run(self, req: RunRequest, active: _Active, lease: Lease) -> None:
+    async def _run(
+        self,
+        req: RunRequest,
+        active: _Active,
+        lease: Lease,
+        *,
+        status_ts: str | None = None,
+        status_posted: bool = False,
+    ) -> None:
         """One run in its thread. Whatever happens, the thread gets a final message and the
         status message says what happened (``_fail_closed`` when the normal end failed).
+        ``status_posted``: the status message is already there (``status_ts``, a queued job's).
         """
         answered = False
         try:
-            status_ts = await self._post_status(req, active)
+            if not status_posted:
+                status_ts = await self._post_status(req, active)
             tracker = self._tracker(req, active, lease, status_ts)
             active.tracker = tracker
             self._refresh_queue()
@@ -270,6 +396,7 @@ class RunManager:
                 session_id=self._session_id(req),
                 hooks=[tracker, *self._hooks, collector],
                 cancel_event=active.cancel,
+                run_id=req.run_id,
             )
         except InputRejected as rejected:
             hint = _INPUT_HINTS.get(rejected.code.value, "I cannot take that input.")
@@ -494,6 +621,29 @@ class RunManager:
         await self.leases.aclose()
         await self.harness.aclose()
         await self.state.aclose()
+
+
+def _job_request(job: Job, client: AsyncWebClient) -> RunRequest:
+    return RunRequest(
+        client=client,
+        channel=job.channel,
+        thread_ts=job.thread_ts,
+        query=job.query,
+        previous_turn=job.turn(),
+        requested_by=job.requested_by,
+        replay=job.replay,
+        scope=job.scope,
+        asked_at=job.asked(),
+        run_id=job.run_id,
+    )
+
+
+async def _safely(check: Coroutine[Any, Any, bool]) -> bool:
+    try:
+        return await check
+    except Exception as exc:
+        _log.warning("shared state unreachable: %s", type(exc).__name__)
+        return False
 
 
 def _slack_error(exc: BaseException) -> str:

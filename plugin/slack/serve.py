@@ -21,18 +21,29 @@ Start-up, in order:
 SIGTERM or SIGINT at any moment (also while starting or connecting) makes ``/readyz`` answer 503,
 stops taking events, drains the runs in flight (each ends by its own deadline; past the
 deadline plus 5 s they are cancelled and still post their outcome) and exits 0.
+
+``--workers N`` (needs ``DIAG_REDIS_URL``): the front only gates, acknowledges, posts the status
+message and queues the run on Redis (``plugin.slack.jobs``); N local ``sre-diag worker``
+processes started beside it run the diagnoses (``--workers 0``: the workers run elsewhere). On
+SIGTERM the front stops taking events, then SIGTERMs its workers, which drain their runs. The
+queue's depth and the lost jobs claimed are in ``/metrics``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import re
+import signal
+import sys
 from collections.abc import Awaitable
 from enum import Enum
 from typing import Any
 
 from aiohttp import web
+from redis.asyncio import Redis
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
@@ -49,6 +60,7 @@ from plugin.ops import (
 )
 from plugin.settings import Settings
 from plugin.slack import PluginHandle, register
+from plugin.slack.jobs import DEFAULT_STREAM, JobQueue, QueueDepth
 from plugin.wiring import warm_up
 
 __all__ = [
@@ -324,6 +336,86 @@ async def _run(
     return EXIT_OK
 
 
+class _Front:
+    """The front's side of the run queue: the queue, its depth for ``/metrics``, and the local
+    workers of ``--workers N``."""
+
+    def __init__(self, settings: Settings, workers: int) -> None:
+        assert settings.redis_url is not None
+        self.redis: Redis = Redis.from_url(
+            settings.redis_url.get_secret_value(), socket_timeout=2.0, socket_connect_timeout=2.0
+        )
+        self.queue = JobQueue(self.redis, DEFAULT_STREAM)
+        self.workers = workers
+        self.depth: QueueDepth | None = None
+        self._processes: list[asyncio.subprocess.Process] = []
+        self._watch: asyncio.Task[None] | None = None
+
+    def depth_values(self) -> tuple[int, int, int] | None:
+        d = self.depth
+        return None if d is None else (d.waiting, d.taken, d.claimed)
+
+    async def start(self) -> None:
+        with contextlib.suppress(Exception):  # the workers create it too
+            await self.queue.ensure_group()
+        self._watch = asyncio.create_task(self._watch_depth(), name="diag-queue-depth")
+        for _ in range(self.workers):
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "plugin",
+                "worker",
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                env=dict(os.environ),
+            )
+            self._processes.append(process)
+        if self.workers:
+            pids = ", ".join(str(p.pid) for p in self._processes)
+            _log.info("started %d local worker(s): pid %s", self.workers, pids)
+
+    async def _watch_depth(self) -> None:
+        while True:
+            try:
+                self.depth = await self.queue.depth()
+            except Exception as exc:
+                _log.debug("queue depth not read: %s", type(exc).__name__)
+            await asyncio.sleep(1.0)
+
+    async def stop(self, timeout_seconds: float) -> None:
+        """SIGTERM the local workers (they drain their runs); kill those still there after
+        ``timeout_seconds``."""
+        for process in self._processes:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(signal.SIGTERM)
+        for process in self._processes:
+            try:
+                code = await asyncio.wait_for(process.wait(), timeout_seconds)
+            except TimeoutError:
+                _log.error("worker pid %d did not drain in time: killed", process.pid)
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                code = await process.wait()
+            if code != 0:
+                _log.warning("worker pid %d exited %d", process.pid, code)
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+        await self.redis.aclose()
+
+
+def _front(settings: Settings, workers: int | None) -> _Front | None:
+    if workers is None:
+        return None
+    if settings.redis_url is None:
+        raise ConfigError(
+            "--workers needs DIAG_REDIS_URL: the front queues the runs for its workers on Redis"
+        )
+    return _Front(settings, workers)
+
+
 async def serve(
     settings: Settings,
     *,
@@ -331,15 +423,22 @@ async def serve(
     port: int,
     stop: asyncio.Event | None = None,
     connect_timeout_seconds: float = CONNECT_TIMEOUT_SECONDS,
+    workers: int | None = None,
 ) -> int:
     """Run the Slack app until SIGTERM/SIGINT (or ``stop``); the process's exit code: 0 after a
     clean drain, 1 when Slack could not be reached in time. Raises ``ConfigError`` (exit 2) for
-    settings ``serve`` cannot run with and for a bot token Slack refuses."""
+    settings ``serve`` cannot run with and for a bot token Slack refuses.
+
+    ``workers``: None runs diagnoses in this process; N queues them on Redis and starts N local
+    worker processes (0: the workers run elsewhere)."""
     stop = stop if stop is not None else stop_on_signals()
     try:
+        front = _front(settings, workers)
         socket_mode = settings.slack_app_token is not None and not http
         app = build_app(settings, socket_mode=socket_mode)
-        handle = register(app, settings)
+        handle = register(app, settings, queue=front.queue if front is not None else None)
+        if front is not None:
+            handle.metrics.watch_jobs(front.depth_values)
         ops = OpsState(handle.metrics)
         handler = None
         if socket_mode:
@@ -350,9 +449,13 @@ async def serve(
         endpoints = _Endpoints(app, ops, settings, socket_mode=socket_mode, port=port)
         try:
             await endpoints.start()
+            if front is not None:
+                await front.start()
             return await _run(handle, _Connector(app, handler), ops, stop, connect_timeout_seconds)
         finally:
             await _shutdown(handle, settings, ops, handler)
+            if front is not None:
+                await front.stop(settings.deadline_seconds + 3 * _DRAIN_SLACK_SECONDS)
             await endpoints.stop()
     finally:
         restore_signals()

@@ -377,6 +377,12 @@ class ThreadLeases:
             self._renewer = asyncio.create_task(self._renew(), name="diag-thread-leases")
         return True
 
+    def adopt(self, lease: Lease) -> None:
+        """Keep alive a lease another process claimed (a queued job's, now run here)."""
+        self._held[lease.run_key] = lease
+        if self._renewer is None:
+            self._renewer = asyncio.create_task(self._renew(), name="diag-thread-leases")
+
     async def release(self, lease: Lease) -> None:
         """Stop renewing and release; a failed release goes on in the background."""
         self._held.pop(lease.run_key, None)

@@ -15,9 +15,10 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 from aiohttp import WSMsgType, web
@@ -89,10 +90,16 @@ class ServeProcess:
         http: bool = False,
         port: int = 0,
         connect_timeout: float | None = None,
+        extra: Sequence[str] = (),
+        command: Sequence[str] | None = None,
     ) -> ServeProcess:
-        if connect_timeout is None:
+        """``extra``: more ``serve`` arguments (``--workers 2``); ``command``: another command
+        of ``python -m plugin`` altogether (``["worker"]``)."""
+        if command is not None:
+            args = ["-m", "plugin", *command]
+        elif connect_timeout is None:
             args = ["-m", "plugin", "serve", *(["--http"] if http else [])]
-            args += ["--port", str(port or free_port())]
+            args += ["--port", str(port or free_port()), *extra]
         else:
             args = ["-c", _WRAPPER, str(connect_timeout), "http" if http else "socket"]
             args.append(str(port or free_port()))
@@ -205,13 +212,14 @@ def mention_body(
     }
 
 
-async def post_signed(port: int, payload: dict[str, Any]) -> int:
-    """POST an event to ``/slack/events`` signed with the test signing secret; the status."""
-    body = json.dumps(payload)
+async def post_signed(port: int, payload: dict[str, Any], *, form: bool = False) -> int:
+    """POST an event to ``/slack/events`` signed with the test signing secret; the status.
+    ``form``: an interaction (``payload=…`` form-encoded, as Slack sends button clicks)."""
+    body = urlencode({"payload": json.dumps(payload)}) if form else json.dumps(payload)
     timestamp = str(int(time.time()))
     signature = SignatureVerifier(SIGNING_SECRET).generate_signature(timestamp=timestamp, body=body)
     headers = {
-        "Content-Type": "application/json",
+        "Content-Type": "application/x-www-form-urlencoded" if form else "application/json",
         "X-Slack-Request-Timestamp": timestamp,
         "X-Slack-Signature": signature or "",
     }

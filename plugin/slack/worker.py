@@ -1,0 +1,216 @@
+"""``sre-diag worker``: runs the diagnoses the Slack front queued (CONTRACTS §1).
+
+A worker takes jobs from the run queue (``plugin.slack.jobs``) while it has a free slot
+(``DIAG_MAX_CONCURRENT_RUNS``; its model HTTP pool has that many connections), runs each with the
+same ``RunManager`` logic as an in-process run (status updates in the message the front posted,
+the answer and its plain fallback, thread leases renewed in Redis, Cancel through Redis) and
+acknowledges a job once its thread got its answer.
+
+Every third of ``DIAG_JOB_CLAIM_SECONDS`` (at most every 10 s) it touches its running jobs (their
+heartbeat) and claims the jobs idle longer than that: their worker vanished (SIGKILL, OOM, a lost
+machine). A lost job is never run again: its thread gets ``FAILED AGENT_ERROR WORKER_LOST`` and
+its audit record is written.
+
+SIGTERM or SIGINT: stop taking jobs, let the runs in flight end within their deadlines (past the
+deadline plus 5 s they are cancelled and still post their outcome), acknowledge them, exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+
+from redis.asyncio import Redis
+from slack_sdk.web.async_client import AsyncWebClient
+
+from plugin.errors import ConfigError
+from plugin.settings import Settings
+from plugin.slack import add_retry_handlers
+from plugin.slack.jobs import DEFAULT_STREAM, Job, JobQueue
+from plugin.slack.runs import DEFAULT_LOCK_TTL_SECONDS, RunManager
+from plugin.slack.state import RedisState
+
+__all__ = ["Worker", "run_worker"]
+
+_log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+_READ_BLOCK_SECONDS = 0.5
+_MAX_HEARTBEAT_SECONDS = 10.0
+_DRAIN_SLACK_SECONDS = 5.0
+_RETRY_SECONDS = 1.0
+
+
+def _check(settings: Settings) -> tuple[str, str]:
+    if settings.redis_url is None:
+        raise ConfigError("DIAG_REDIS_URL is required: a worker takes its jobs from Redis")
+    if settings.slack_bot_token is None:
+        raise ConfigError("SLACK_BOT_TOKEN is required: a worker posts to Slack")
+    return settings.redis_url.get_secret_value(), settings.slack_bot_token.get_secret_value()
+
+
+class Worker:
+    """One worker process's loop: take jobs, run them, claim the lost ones."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        stream: str = DEFAULT_STREAM,
+        status_interval_seconds: float = 1.0,
+        lock_ttl_seconds: float = DEFAULT_LOCK_TTL_SECONDS,
+    ) -> None:
+        from plugin.wiring import build_harness
+
+        redis_url, token = _check(settings)
+        self.settings = settings
+        self.consumer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self._redis: Redis = Redis.from_url(
+            redis_url, socket_timeout=_READ_BLOCK_SECONDS + 5.0, socket_connect_timeout=2.0
+        )
+        self.queue = JobQueue(self._redis, stream)
+        self.client = (
+            AsyncWebClient(token=token, base_url=settings.slack_api_url)
+            if settings.slack_api_url
+            else AsyncWebClient(token=token)
+        )
+        add_retry_handlers(self.client)
+        harness = build_harness(settings, model_connections=settings.max_concurrent_runs)
+        self.manager = RunManager(
+            harness,
+            settings,
+            RedisState(redis_url),
+            status_interval_seconds=status_interval_seconds,
+            lock_ttl_seconds=lock_ttl_seconds,
+        )
+        self._running: dict[str, Job] = {}
+        self._freed = asyncio.Event()
+        self.claim_seconds = settings.job_claim_after_seconds
+
+    @property
+    def free_slots(self) -> int:
+        return self.settings.max_concurrent_runs - self.manager.running_jobs
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Take jobs until ``stop``; then drain and close. The exit code."""
+        heartbeat: asyncio.Task[None] | None = None
+        try:
+            if not await self._ready(stop):
+                return EXIT_OK
+            _log.info(
+                "worker %s ready: up to %d run(s) at a time, lost jobs claimed after %g s",
+                self.consumer,
+                self.settings.max_concurrent_runs,
+                self.claim_seconds,
+            )
+            heartbeat = asyncio.create_task(self._heartbeat(stop), name="diag-worker-heartbeat")
+            await self._take(stop)
+            _log.info("stop signal received: taking no more jobs")
+        finally:
+            in_flight = self.manager.running_jobs
+            if in_flight:
+                _log.info("draining %d run(s)", in_flight)
+            await self.manager.drain(self.settings.deadline_seconds + _DRAIN_SLACK_SECONDS)
+            await self.manager.wait_idle()
+            if heartbeat is not None:
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
+            await self.manager.close()
+            await self._redis.aclose()
+        _log.info("worker %s stopped", self.consumer)
+        return EXIT_OK
+
+    async def _ready(self, stop: asyncio.Event) -> bool:
+        """Create the consumer group if needed; False when stopped before Redis answered."""
+        while not stop.is_set():
+            try:
+                await self.queue.ensure_group()
+                return True
+            except Exception as exc:
+                _log.error("run queue unreachable: %s; retrying", type(exc).__name__)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), _RETRY_SECONDS)
+        return False
+
+    async def _take(self, stop: asyncio.Event) -> None:
+        block_ms = int(_READ_BLOCK_SECONDS * 1000)
+        while not stop.is_set():
+            free = self.free_slots
+            if free <= 0:
+                self._freed.clear()
+                waits = {
+                    asyncio.ensure_future(self._freed.wait()),
+                    asyncio.ensure_future(stop.wait()),
+                }
+                _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                for task in pending:
+                    task.cancel()
+                continue
+            try:
+                entries = await self.queue.read(self.consumer, free, block_ms)
+            except Exception as exc:
+                _log.error("reading the run queue failed: %s", type(exc).__name__)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), _RETRY_SECONDS)
+                continue
+            # Entries read are this worker's even if a stop came meanwhile: they are run.
+            for entry_id, job in entries:
+                if job is None:
+                    await self._ack(entry_id)
+                    continue
+                self._start(entry_id, job)
+
+    def _start(self, entry_id: str, job: Job) -> None:
+        self._running[entry_id] = job
+
+        async def done() -> None:
+            await self._ack(entry_id)
+            self._running.pop(entry_id, None)
+            self._freed.set()
+
+        _log.info("job %s taken by %s: run %s", entry_id, self.consumer, job.run_id)
+        self.manager.start_job(job, self.client, done)
+
+    async def _ack(self, entry_id: str) -> None:
+        try:
+            await self.queue.ack(entry_id)
+        except Exception as exc:
+            _log.error("job %s not acknowledged: %s", entry_id, type(exc).__name__)
+
+    async def _heartbeat(self, stop: asyncio.Event) -> None:
+        interval = min(self.claim_seconds / 3, _MAX_HEARTBEAT_SECONDS)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.queue.touch(self.consumer, list(self._running))
+            except Exception as exc:
+                _log.warning("job heartbeat failed: %s", type(exc).__name__)
+            if not stop.is_set():
+                await self._claim_lost()
+
+    async def _claim_lost(self) -> None:
+        try:
+            lost = await self.queue.claim_lost(self.consumer, self.claim_seconds)
+        except Exception as exc:
+            _log.warning("claiming lost jobs failed: %s", type(exc).__name__)
+            return
+        for entry_id, job in lost:
+            if entry_id in self._running:
+                continue  # our own (a heartbeat that came late): still running here
+            if job is not None:
+                try:
+                    await self.manager.answer_lost(job, self.client)
+                except Exception as exc:
+                    _log.error("lost job %s not answered: %s", entry_id, type(exc).__name__)
+            await self._ack(entry_id)
+
+
+async def run_worker(settings: Settings, stop: asyncio.Event) -> int:
+    """``sre-diag worker``: raises ``ConfigError`` (exit 2) without Redis or a bot token."""
+    _check(settings)
+    return await Worker(settings).run(stop)
