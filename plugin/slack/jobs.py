@@ -12,6 +12,10 @@ it cannot start stay in the stream for another worker. While a job runs, its wor
 time; an entry idle longer than that belongs to a worker that vanished and is taken over with
 ``XAUTOCLAIM`` by a live worker, which answers it as lost (never runs it again) and acknowledges
 it. A job is acknowledged (``XACK``) only after its thread got its answer.
+
+The stream does not grow without end: :meth:`JobQueue.trim` (each worker's heartbeat) drops the
+entries older than the oldest one still pending — every one of those was delivered and
+acknowledged — and never an entry that is waiting or running.
 """
 
 from __future__ import annotations
@@ -176,6 +180,24 @@ class JobQueue:
 
     async def ack(self, entry_id: str) -> None:
         await self.redis.xack(self.stream, GROUP, entry_id)
+
+    async def trim(self) -> int:
+        """Drop the acknowledged entries: those before the oldest pending entry, or before the
+        last delivered one when none is pending. Entries not yet delivered are never touched
+        (delivery is in id order, so every id below the group's last delivered id is either
+        pending or acknowledged). The number of entries dropped."""
+        summary: Any = await self.redis.xpending(self.stream, GROUP)
+        oldest = summary.get("min") if isinstance(summary, dict) else None
+        if not oldest:
+            last = None
+            for group in await self.redis.xinfo_groups(self.stream):
+                if _text(group.get("name")) == GROUP:
+                    last = group.get("last-delivered-id")
+            oldest = last
+        if not oldest or _text(oldest) == "0-0":
+            return 0
+        dropped: Any = await self.redis.xtrim(self.stream, minid=_text(oldest), approximate=False)
+        return int(dropped or 0)
 
     async def depth(self) -> QueueDepth:
         waiting = taken = 0

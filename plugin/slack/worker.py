@@ -7,9 +7,9 @@ the answer and its plain fallback, thread leases renewed in Redis, Cancel throug
 acknowledges a job once its thread got its answer.
 
 Every third of ``DIAG_JOB_CLAIM_SECONDS`` (at most every 10 s) it touches its running jobs (their
-heartbeat) and claims the jobs idle longer than that: their worker vanished (SIGKILL, OOM, a lost
-machine). A lost job is never run again: its thread gets ``FAILED AGENT_ERROR WORKER_LOST`` and
-its audit record is written.
+heartbeat), drops the acknowledged entries from the stream, and claims the jobs idle longer than
+that: their worker vanished (SIGKILL, OOM, a lost machine). A lost job is never run again: its
+thread gets ``FAILED AGENT_ERROR WORKER_LOST`` and its audit record is written.
 
 SIGTERM or SIGINT: stop taking jobs, let the runs in flight end within their deadlines (past the
 deadline plus 5 s they are cancelled and still post their outcome), acknowledge them, exit 0.
@@ -93,7 +93,9 @@ class Worker:
 
     @property
     def free_slots(self) -> int:
-        return self.settings.max_concurrent_runs - self.manager.running_jobs
+        """Slots for more jobs: the jobs taken and not yet answered count (a job leaves
+        ``_running`` before ``_freed`` is set, so a freed slot is seen when the taker wakes)."""
+        return self.settings.max_concurrent_runs - len(self._running)
 
     async def run(self, stop: asyncio.Event) -> int:
         """Take jobs until ``stop``; then drain and close. The exit code."""
@@ -192,6 +194,10 @@ class Worker:
                 _log.warning("job heartbeat failed: %s", type(exc).__name__)
             if not stop.is_set():
                 await self._claim_lost()
+                try:
+                    await self.queue.trim()
+                except Exception as exc:
+                    _log.warning("trimming the run queue failed: %s", type(exc).__name__)
 
     async def _claim_lost(self) -> None:
         try:

@@ -157,6 +157,40 @@ async def test_front_and_two_workers_answer_concurrent_mentions(
     _no_traceback(front)
 
 
+async def test_a_one_slot_worker_takes_each_next_job_and_the_stream_is_trimmed(
+    model_server: StartServer, tmp_path: Path, admin: Redis
+) -> None:
+    # The slot a run frees is seen by the worker's taker at once (a run's end used to be
+    # counted only after its acknowledgement had woken the taker, which then slept forever).
+    steps = [ModelStep(content=draft_json(conclusion=False), delay_seconds=0.3) for _ in range(4)]
+    model = await model_server(steps)
+    threads = [f"1764300000.00070{i}" for i in range(4)]
+    async with RecordingSlackApi() as slack:
+        env = _env(
+            tmp_path, slack, model.base_url,
+            DIAG_MAX_CONCURRENT_RUNS="1", DIAG_JOB_CLAIM_SECONDS="3",
+        )  # fmt: skip
+        front, port = await _front(env, tmp_path, workers=1)
+        try:
+            await front.wait_for_log("ready: up to 1 run(s)")
+            for i, ts in enumerate(threads):
+                assert await post_signed(port, mention_body(f"EvSLOT{i:04d}", ts)) == 200
+            await _until(lambda: len(_answers(slack)) == 4, 30, "four answers, one at a time")
+            # Acknowledged entries leave the stream at the next heartbeat (every 1 s here):
+            # only the last delivered one stays, as the group's mark.
+            for _ in range(50):
+                if await admin.xlen(DEFAULT_STREAM) <= 1:
+                    break
+                await asyncio.sleep(0.2)
+            assert await admin.xlen(DEFAULT_STREAM) == 1
+            await _exits_0(front)
+        finally:
+            await front.aclose()
+    assert sorted(a["thread_ts"] for a in _answers(slack)) == threads
+    assert len(await front.wait_for_log("taken by", count=4)) == 4
+    _no_traceback(front)
+
+
 async def test_cancel_reaches_a_run_in_a_worker(
     model_server: StartServer, tmp_path: Path, admin: Redis
 ) -> None:
