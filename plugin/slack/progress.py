@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from slack_sdk.errors import SlackApiError
 
+from plugin.aio import stop_task, stopping
 from plugin.context import RunContext
 from plugin.hooks import ModelRound, StepHook
 from plugin.ledger import Invocation
@@ -125,7 +126,7 @@ class ProgressTracker(StepHook):
             self._task = asyncio.create_task(self._poll(self.poll_cancel, self.on_cancel_requested))
 
     async def _poll(self, poll: Callable[[], Awaitable[bool]], cancel: Callable[[], None]) -> None:
-        while not self._finished:
+        while not self._finished and not stopping():
             await asyncio.sleep(self.interval_seconds)
             if self._finished:
                 return
@@ -143,9 +144,7 @@ class ProgressTracker(StepHook):
         this waits at most two intervals for it."""
         self._finished = True
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait({task}, timeout=2 * self.interval_seconds + 1.0)
+        await stop_task(task, 2 * self.interval_seconds + 1.0)
         self.update(state="FINISHED", final_note=note, current_check=None)
 
 
@@ -304,10 +303,7 @@ class StatusBoard:
         """Post what is final (bounded), then stop."""
         await self.flush(timeout_seconds)
         self._entries.clear()
-        if self._pump is not None:
-            self._pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pump
+        await stop_task(self._pump)
         if self._publishing:
             await asyncio.wait(set(self._publishing), timeout=timeout_seconds)
 

@@ -24,9 +24,10 @@ deadline plus 5 s they are cancelled and still post their outcome) and exits 0.
 
 ``--workers N`` (needs ``DIAG_REDIS_URL``): the front only gates, acknowledges, posts the status
 message and queues the run on Redis (``plugin.slack.jobs``); N local ``sre-diag worker``
-processes started beside it run the diagnoses (``--workers 0``: the workers run elsewhere). On
-SIGTERM the front stops taking events, then SIGTERMs its workers, which drain their runs. The
-queue's depth and the lost jobs claimed are in ``/metrics``.
+processes started beside it run the diagnoses (``--workers 0``: the workers run elsewhere); one
+that exits on its own (killed, OOM) is started again (after 1 s, up to 30 s while it keeps
+dying). On SIGTERM the front stops taking events, then SIGTERMs its workers, which drain their
+runs. The queue's depth and the lost jobs claimed are in ``/metrics``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from plugin.aio import stop_task, stop_tasks, stopping
 from plugin.errors import ConfigError
 from plugin.ops import (
     OpsServer,
@@ -81,6 +83,10 @@ _ATTEMPT_SECONDS = 10.0
 """One connection attempt at most (a Slack that does not answer is a failed attempt)."""
 _FIRST_PAUSE_SECONDS, _MAX_PAUSE_SECONDS, _MIN_ATTEMPT_SECONDS = 1.0, 10.0, 1.0
 _DRAIN_SLACK_SECONDS = 5.0
+_RESTART_FIRST_SECONDS = 1.0
+_RESTART_MAX_SECONDS = 30.0
+_RESTART_RESET_SECONDS = 60.0
+"""A local worker that ran this long before it exited is restarted after the first pause."""
 _CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{4,20}")
 # auth.test answers that say nothing about the token: try again.
 _TRANSIENT = frozenset(
@@ -349,6 +355,8 @@ class _Front:
         self.workers = workers
         self.depth: QueueDepth | None = None
         self._processes: list[asyncio.subprocess.Process] = []
+        self._keepers: list[asyncio.Task[None]] = []
+        self._stopping = False
         self._watch: asyncio.Task[None] | None = None
 
     def depth_values(self) -> tuple[int, int, int] | None:
@@ -359,23 +367,57 @@ class _Front:
         with contextlib.suppress(Exception):  # the workers create it too
             await self.queue.ensure_group()
         self._watch = asyncio.create_task(self._watch_depth(), name="diag-queue-depth")
-        for _ in range(self.workers):
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "plugin",
-                "worker",
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL,
-                env=dict(os.environ),
+        for slot in range(self.workers):
+            self._processes.append(await self._spawn())
+            self._keepers.append(
+                asyncio.create_task(self._keep(slot), name=f"diag-worker-keeper-{slot}")
             )
-            self._processes.append(process)
         if self.workers:
             pids = ", ".join(str(p.pid) for p in self._processes)
             _log.info("started %d local worker(s): pid %s", self.workers, pids)
 
-    async def _watch_depth(self) -> None:
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "plugin",
+            "worker",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            env=dict(os.environ),
+        )
+
+    async def _keep(self, slot: int) -> None:
+        """Start worker ``slot`` again when it exits before the front stops (killed, OOM, a
+        crash): after 1 s, doubling up to 30 s while it keeps dying within a minute. Its jobs
+        in flight are answered ``WORKER_LOST`` by whichever worker claims them (the new one
+        too)."""
+        pause = _RESTART_FIRST_SECONDS
         while True:
+            process = self._processes[slot]
+            started = asyncio.get_running_loop().time()
+            code = await process.wait()
+            if self._stopping:
+                return
+            if asyncio.get_running_loop().time() - started > _RESTART_RESET_SECONDS:
+                pause = _RESTART_FIRST_SECONDS
+            _log.error(
+                "worker pid %d exited %d; starting another in %g s", process.pid, code, pause
+            )
+            await asyncio.sleep(pause)
+            if self._stopping:
+                return
+            try:
+                self._processes[slot] = await self._spawn()
+            except OSError as exc:
+                _log.error("worker not started: %s", type(exc).__name__)
+                continue  # retried after a longer pause: the old process stays in the slot
+            finally:
+                pause = min(pause * 2, _RESTART_MAX_SECONDS)
+            _log.info("started local worker pid %d", self._processes[slot].pid)
+
+    async def _watch_depth(self) -> None:
+        while not stopping():
             try:
                 self.depth = await self.queue.depth()
             except Exception as exc:
@@ -385,6 +427,8 @@ class _Front:
     async def stop(self, timeout_seconds: float) -> None:
         """SIGTERM the local workers (they drain their runs); kill those still there after
         ``timeout_seconds``."""
+        self._stopping = True
+        await stop_tasks(self._keepers)
         for process in self._processes:
             if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -399,10 +443,7 @@ class _Front:
                 code = await process.wait()
             if code != 0:
                 _log.warning("worker pid %d exited %d", process.pid, code)
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+        await stop_task(self._watch)
         await self.redis.aclose()
 
 

@@ -21,7 +21,6 @@ what is left if every retry fails.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from redis.asyncio import Redis
+
+from plugin.aio import stop_task, stop_tasks, stopping
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -396,7 +397,7 @@ class ThreadLeases:
 
     async def _renew(self) -> None:
         try:
-            while self._held:
+            while self._held and not stopping():
                 await asyncio.sleep(self.ttl_seconds / 3)
                 await self._renew_once()
         finally:
@@ -416,7 +417,7 @@ class ThreadLeases:
     async def _retry_release(self, lease: Lease) -> None:
         deadline = time.monotonic() + self.ttl_seconds
         pause = 0.25
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not stopping():
             await asyncio.sleep(pause)
             try:
                 await self.state.release_thread(lease)
@@ -431,13 +432,7 @@ class ThreadLeases:
     async def aclose(self, timeout_seconds: float = 5.0) -> None:
         """Stop renewing; give background releases a bounded chance to finish."""
         self._held.clear()
-        if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewer
+        await stop_task(self._renewer)
         if self._releases:
             _, pending = await asyncio.wait(set(self._releases), timeout=timeout_seconds)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending)
+            await stop_tasks(pending)

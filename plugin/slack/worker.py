@@ -27,6 +27,7 @@ import uuid
 from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
 
+from plugin.aio import stop_task, stopping
 from plugin.errors import ConfigError
 from plugin.settings import Settings
 from plugin.slack import add_retry_handlers
@@ -118,10 +119,7 @@ class Worker:
                 _log.info("draining %d run(s)", in_flight)
             await self.manager.drain(self.settings.deadline_seconds + _DRAIN_SLACK_SECONDS)
             await self.manager.wait_idle()
-            if heartbeat is not None:
-                heartbeat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeat
+            await stop_task(heartbeat)
             await self.manager.close()
             await self._redis.aclose()
         _log.info("worker %s stopped", self.consumer)
@@ -186,7 +184,7 @@ class Worker:
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         interval = min(self.claim_seconds / 3, _MAX_HEARTBEAT_SECONDS)
-        while True:
+        while not stopping():
             await asyncio.sleep(interval)
             try:
                 await self.queue.touch(self.consumer, list(self._running))

@@ -8,7 +8,9 @@ database of their own (``_DB``), emptied before and after each test.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
@@ -273,6 +275,47 @@ async def test_a_killed_worker_s_job_is_answered_worker_lost(
     assert 'diag_jobs_queued{state="taken"} 0.0' in metrics
     assert (await admin.xpending(DEFAULT_STREAM, GROUP))["pending"] == 0
     _no_traceback(front, other)
+
+
+async def test_a_local_worker_that_dies_is_started_again_and_answers_its_lost_job(
+    model_server: StartServer, tmp_path: Path, admin: Redis
+) -> None:
+    model = await model_server(
+        [
+            ModelStep(content=draft_json(conclusion=False), delay_seconds=30.0),
+            ModelStep(content=draft_json(conclusion=False)),
+        ]
+    )
+    lost, later = "1764300000.000801", "1764300000.000802"
+    claim = 3.0
+    async with RecordingSlackApi() as slack:
+        env = _env(tmp_path, slack, model.base_url, DIAG_JOB_CLAIM_SECONDS=str(claim))
+        front, port = await _front(env, tmp_path, workers=1)
+        try:
+            started = await front.wait_for_log("started 1 local worker(s): pid")
+            pid = int(started[0].rsplit("pid", 1)[1])
+            await front.wait_for_log("ready: up to")
+            assert await post_signed(port, mention_body("EvKEEP0001", lost)) == 200
+            await asyncio.wait_for(model.wait_for_requests(1), 30)
+            os.kill(pid, signal.SIGKILL)
+            await front.wait_for_log(f"worker pid {pid} exited -9; starting another in 1 s")
+            await front.wait_for_log("started local worker pid")
+            await front.wait_for_log("ready: up to", count=2)
+            # The only worker is the new one: it claims the job its predecessor held.
+            await _until(lambda: len(_answers(slack)) == 1, claim + 15, "WORKER_LOST")
+            assert await post_signed(port, mention_body("EvKEEP0002", later)) == 200
+            await _until(lambda: len(_answers(slack)) == 2, 30, "the next mention answered")
+            await _exits_0(front)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            await front.aclose()
+    first, second = _answers(slack)
+    assert first["thread_ts"] == lost and "WORKER_LOST" in json.dumps(first)
+    assert second["thread_ts"] == later and "WORKER_LOST" not in json.dumps(second)
+    assert model.request_count == 2  # the lost job was never run again
+    assert "worker pid" in front.stderr and "did not drain" not in front.stderr
+    _no_traceback(front)
 
 
 async def test_sigterm_drains_the_worker(
