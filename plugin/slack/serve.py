@@ -63,6 +63,7 @@ from plugin.ops import (
 from plugin.settings import Settings
 from plugin.slack import PluginHandle, register
 from plugin.slack.jobs import DEFAULT_STREAM, JobQueue, QueueDepth
+from plugin.slack.state import connect_redis
 from plugin.wiring import warm_up
 
 __all__ = [
@@ -84,6 +85,8 @@ _ATTEMPT_SECONDS = 10.0
 _FIRST_PAUSE_SECONDS, _MAX_PAUSE_SECONDS, _MIN_ATTEMPT_SECONDS = 1.0, 10.0, 1.0
 _DRAIN_SLACK_SECONDS = 5.0
 _RESTART_FIRST_SECONDS = 1.0
+_WORKER_NICENESS = 5
+"""Local workers run this much "nicer" than their front (see ``_Front._spawn``)."""
 _RESTART_MAX_SECONDS = 30.0
 _RESTART_RESET_SECONDS = 60.0
 """A local worker that ran this long before it exited is restarted after the first pause."""
@@ -348,9 +351,7 @@ class _Front:
 
     def __init__(self, settings: Settings, workers: int) -> None:
         assert settings.redis_url is not None
-        self.redis: Redis = Redis.from_url(
-            settings.redis_url.get_secret_value(), socket_timeout=2.0, socket_connect_timeout=2.0
-        )
+        self.redis: Redis = connect_redis(settings.redis_url.get_secret_value())
         self.queue = JobQueue(self.redis, DEFAULT_STREAM)
         self.workers = workers
         self.depth: QueueDepth | None = None
@@ -377,7 +378,9 @@ class _Front:
             _log.info("started %d local worker(s): pid %s", self.workers, pids)
 
     async def _spawn(self) -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_exec(
+        """One local worker, at a lower CPU priority than the front: when the runs keep every
+        core busy, the front's acks, dedupe and queueing still get the CPU they need."""
+        process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "plugin",
@@ -386,6 +389,12 @@ class _Front:
             stdout=asyncio.subprocess.DEVNULL,
             env=dict(os.environ),
         )
+        try:
+            base = os.getpriority(os.PRIO_PROCESS, 0)
+            os.setpriority(os.PRIO_PROCESS, process.pid, min(base + _WORKER_NICENESS, 19))
+        except OSError as exc:  # not allowed here: the worker runs at the front's priority
+            _log.warning("worker pid %d priority unchanged: %s", process.pid, exc.strerror)
+        return process
 
     async def _keep(self, slot: int) -> None:
         """Start worker ``slot`` again when it exits before the front stops (killed, OOM, a

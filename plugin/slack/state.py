@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 
 from plugin.aio import stop_task, stop_tasks, stopping
 
@@ -39,6 +39,7 @@ __all__ = [
     "SharedState",
     "ThreadLeases",
     "build_state",
+    "connect_redis",
 ]
 
 _log = logging.getLogger(__name__)
@@ -273,11 +274,30 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+REDIS_MAX_CONNECTIONS = 256
+"""Connections one client opens at most; past that a command waits for a free one."""
+
+
+def connect_redis(url: str, *, socket_timeout: float = 2.0) -> Redis:
+    """A Redis client whose pool waits (up to ``socket_timeout``) for a free connection instead
+    of failing: redis-py's default pool refuses the 101st concurrent command at once
+    (``MaxConnectionsError``), which turned a burst of mentions into "state unreachable"
+    declines."""
+    pool = BlockingConnectionPool.from_url(
+        url,
+        max_connections=REDIS_MAX_CONNECTIONS,
+        timeout=socket_timeout,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=2.0,
+    )
+    return Redis.from_pool(pool)
+
+
 class RedisState:
     """The same operations on Redis (``SET NX PX`` and small compare-and-set scripts)."""
 
     def __init__(self, url: str, *, namespace: str = DEFAULT_NAMESPACE) -> None:
-        self._redis: Redis = Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        self._redis: Redis = connect_redis(url)
         self._ns = namespace
 
     @property

@@ -33,7 +33,7 @@ from plugin.settings import Settings
 from plugin.slack import add_retry_handlers
 from plugin.slack.jobs import DEFAULT_STREAM, Job, JobQueue
 from plugin.slack.runs import DEFAULT_LOCK_TTL_SECONDS, RunManager
-from plugin.slack.state import RedisState
+from plugin.slack.state import RedisState, connect_redis
 
 __all__ = ["Worker", "run_worker"]
 
@@ -70,9 +70,7 @@ class Worker:
         redis_url, token = _check(settings)
         self.settings = settings
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self._redis: Redis = Redis.from_url(
-            redis_url, socket_timeout=_READ_BLOCK_SECONDS + 5.0, socket_connect_timeout=2.0
-        )
+        self._redis: Redis = connect_redis(redis_url, socket_timeout=_READ_BLOCK_SECONDS + 5.0)
         self.queue = JobQueue(self._redis, stream)
         self.client = (
             AsyncWebClient(token=token, base_url=settings.slack_api_url)
