@@ -26,6 +26,7 @@ from bench.slack_ack import run_slack_ack
 from bench.tools_knowledge import run_knowledge
 from bench.tools_logs import run_logs
 from bench.tools_mysql import run_mysql
+from bench.workers import run_workers
 
 __all__ = ["SECTIONS", "main", "render_table", "run_all"]
 
@@ -41,6 +42,7 @@ SECTIONS: tuple[tuple[str, Section], ...] = (
     ("4 tools: query_logs", run_logs),
     ("4 tools: catalogues", run_catalogue),
     ("5 cold start", run_coldstart),
+    ("6 workers", run_workers),
 )
 
 

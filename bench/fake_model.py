@@ -98,10 +98,15 @@ def _is_ready(content: Any) -> bool:
     return observation.get("evidence_status") == "READY"
 
 
+def _user_text(body: dict[str, Any]) -> str:
+    messages: list[dict[str, Any]] = body.get("messages", [])
+    return next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
+
+
 def step_for(body: dict[str, Any]) -> ModelStep:
     """The scripted step answering one request body (see the module docs)."""
     messages: list[dict[str, Any]] = body.get("messages", [])
-    user = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    user = _user_text(body)
     tools = [m for m in messages if m.get("role") == "tool"]
     if len(tools) == 0:
         return _tool_step(_call_id(user, 1), "query_logs", {"input": LOGS_INPUT})
@@ -136,6 +141,7 @@ class FakeModelServer(LoopbackServer):
     in_flight: int = 0
     peak_in_flight: int = 0
     first_request_at: float | None = None
+    firsts: dict[str, float] = field(default_factory=dict)
     _runner: web.AppRunner | None = None
     _port: int = 0
     _ids: int = field(default=0)
@@ -155,11 +161,13 @@ class FakeModelServer(LoopbackServer):
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_get("/stats", self._stats)
         app.router.add_get("/reset", self._reset)
+        app.router.add_get("/firsts", self._firsts)
         return app
 
     def stats(self) -> dict[str, float | int | None]:
         return {
             "requests": self.requests,
+            "in_flight": self.in_flight,
             "peak_in_flight": self.peak_in_flight,
             "first_request_at": self.first_request_at,
         }
@@ -170,16 +178,24 @@ class FakeModelServer(LoopbackServer):
     async def _reset(self, request: web.Request) -> web.StreamResponse:
         self.requests = self.peak_in_flight = 0
         self.first_request_at = None
+        self.firsts.clear()
         return web.json_response(self.stats())
 
+    async def _firsts(self, request: web.Request) -> web.StreamResponse:
+        return web.json_response({"firsts": self.firsts})
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        arrived = time.time()
         if self.first_request_at is None:
-            self.first_request_at = time.time()
+            self.first_request_at = arrived
         self.requests += 1
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
             body = await request.json()
+            user = _user_text(body)
+            if user not in self.firsts:
+                self.firsts[user] = arrived
             if self.delay > 0:
                 await asyncio.sleep(self.delay)
             step = step_for(body)

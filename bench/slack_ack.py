@@ -31,7 +31,7 @@ from plugin.doubles.recording_slack import RecordingSlackApi
 from plugin.slack import PluginHandle, register
 from plugin.usecase import Harness
 
-__all__ = ["run_slack_ack"]
+__all__ = ["post_all", "run_slack_ack", "signed_mention"]
 
 SECTION = "3 slack ack"
 CHANNEL = "CBENCH0001"
@@ -39,14 +39,17 @@ _SECRET = "bench-signing-secret"
 _REPO = Path(__file__).resolve().parent.parent
 
 
-def _signed(n: int) -> dict[str, Any]:
+def signed_mention(n: int, marker: str | None = None) -> dict[str, Any]:
+    """Mention ``n`` as Slack signs it: its own event id and thread ``1764300000.<n>``; the
+    text ends with ``marker`` (default ``(n)``)."""
     ts = f"1764300000.{n:06d}"
+    text = f"<@UDIAG0001> payment-api 5xx since 10:05 {marker or f'({n})'}"
     body = json.dumps(
         {
             "type": "event_callback", "team_id": "T00000001", "api_app_id": "A00000001",
             "event_id": f"EvBENCH{n:08d}", "event_time": 1764300000,
             "event": {"type": "app_mention", "user": "UHUMAN01", "channel": CHANNEL, "ts": ts,
-                      "event_ts": ts, "text": f"<@UDIAG0001> payment-api 5xx since 10:05 ({n})"},
+                      "event_ts": ts, "text": text},
         }
     )  # fmt: skip
     timestamp = str(int(time.time()))
@@ -59,7 +62,7 @@ def _signed(n: int) -> dict[str, Any]:
     return {"body": body, "headers": headers}
 
 
-async def _post_all(url: str, requests: list[dict[str, Any]], tmp: Path) -> dict[str, Any]:
+async def post_all(url: str, requests: list[dict[str, Any]], tmp: Path) -> dict[str, Any]:
     """Send the requests from another process and return its timings."""
     path = tmp / f"requests-{len(requests)}-{time.monotonic_ns()}.json"
     path.write_text(json.dumps(requests), encoding="utf-8")
@@ -99,12 +102,12 @@ async def run_slack_ack(sizes: Sizes) -> list[Row]:
 
 
 async def _measure(url: str, handle: PluginHandle, sizes: Sizes, tmp: Path) -> Row:
-    await _post_all(url, [_signed(n) for n in range(sizes.slack_in_flight)], tmp)
+    await post_all(url, [signed_mention(n) for n in range(sizes.slack_in_flight)], tmp)
     await asyncio.sleep(1.0)  # the listeners run right after their ack; let them submit
     in_flight = handle.manager.in_flight
-    requests = [_signed(100_000 + n) for n in range(sizes.slack_mentions)]
+    requests = [signed_mention(100_000 + n) for n in range(sizes.slack_mentions)]
     async with LoopMonitor() as monitor:
-        timings = await _post_all(url, requests, tmp)
+        timings = await post_all(url, requests, tmp)
     latencies: list[float] = timings["latencies_ms"]
     statuses: list[int] = timings["statuses"]
     p99 = percentile(latencies, 99)

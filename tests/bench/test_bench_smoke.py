@@ -23,6 +23,7 @@ EXPECTED = {
     "4 tools: query_logs": 5,
     "4 tools: catalogues": 2,
     "5 cold start": 1,
+    "6 workers": 4,
 }
 
 
