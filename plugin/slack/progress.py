@@ -99,7 +99,6 @@ class ProgressTracker(StepHook):
     on_change: Callable[[], None] | None = None
     version: int = 0
     _task: asyncio.Task[None] | None = field(default=None, repr=False)
-    _finished: bool = field(default=False, repr=False)
 
     def update(self, **changes: object) -> None:
         self.view = replace(self.view, **changes)  # type: ignore[arg-type]
@@ -126,10 +125,8 @@ class ProgressTracker(StepHook):
             self._task = asyncio.create_task(self._poll(self.poll_cancel, self.on_cancel_requested))
 
     async def _poll(self, poll: Callable[[], Awaitable[bool]], cancel: Callable[[], None]) -> None:
-        while not self._finished and not stopping():
+        while not stopping():
             await asyncio.sleep(self.interval_seconds)
-            if self._finished:
-                return
             with contextlib.suppress(Exception):
                 if await poll():
                     cancel()
@@ -138,11 +135,9 @@ class ProgressTracker(StepHook):
     async def finish(self, note: str) -> None:
         """Stop polling and record the final state (no Cancel button); the board posts it.
 
-        The poll is cancelled and also told to end: a cancellation that arrives inside the
-        shared state's client can come out as an ordinary error (redis-py turns some into
-        connection errors), which the poll swallows — the flag ends it at its next turn, and
+        A cancellation that lands inside the shared state's client can come out as an ordinary
+        error, which the poll swallows; it still ends at its next turn (``stopping()``), and
         this waits at most two intervals for it."""
-        self._finished = True
         task, self._task = self._task, None
         await stop_task(task, 2 * self.interval_seconds + 1.0)
         self.update(state="FINISHED", final_note=note, current_check=None)

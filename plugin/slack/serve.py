@@ -401,28 +401,29 @@ class _Front:
         crash): after 1 s, doubling up to 30 s while it keeps dying within a minute. Its jobs
         in flight are answered ``WORKER_LOST`` by whichever worker claims them (the new one
         too)."""
+        loop = asyncio.get_running_loop()
         pause = _RESTART_FIRST_SECONDS
         while True:
             process = self._processes[slot]
-            started = asyncio.get_running_loop().time()
+            started = loop.time()
             code = await process.wait()
             if self._stopping:
                 return
-            if asyncio.get_running_loop().time() - started > _RESTART_RESET_SECONDS:
+            if loop.time() - started > _RESTART_RESET_SECONDS:
                 pause = _RESTART_FIRST_SECONDS
             _log.error(
                 "worker pid %d exited %d; starting another in %g s", process.pid, code, pause
             )
-            await asyncio.sleep(pause)
-            if self._stopping:
-                return
-            try:
-                self._processes[slot] = await self._spawn()
-            except OSError as exc:
-                _log.error("worker not started: %s", type(exc).__name__)
-                continue  # retried after a longer pause: the old process stays in the slot
-            finally:
+            while True:
+                await asyncio.sleep(pause)
                 pause = min(pause * 2, _RESTART_MAX_SECONDS)
+                if self._stopping:
+                    return
+                try:
+                    self._processes[slot] = await self._spawn()
+                    break
+                except OSError as exc:
+                    _log.error("worker not started (%s); retrying in %g s", exc.strerror, pause)
             _log.info("started local worker pid %d", self._processes[slot].pid)
 
     async def _watch_depth(self) -> None:
