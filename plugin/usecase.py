@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -135,10 +135,14 @@ class Harness:
         hooks: Sequence[StepHook] = (),
         cancel_event: asyncio.Event | None = None,
         run_id: str | None = None,
+        audit_gate: Callable[[], Awaitable[bool]] | None = None,
     ) -> ExecutionResult:
         """Run one diagnosis. Raises ``InputRejected`` before any model call on bad input.
 
         ``run_id``: the id the caller already gave the run (a queued job's), else a new one.
+        ``audit_gate``: asked once the run ended; False means another process owns the run's
+        outcome now (a fenced worker, see ``plugin.slack.fence``) and this run writes no audit
+        record.
         """
         if request.asked_at is None:
             request = dataclasses.replace(request, asked_at=datetime.now(UTC))
@@ -165,6 +169,10 @@ class Harness:
             # Any other BaseException (one an adapter or a library raised) ends the run FAILED.
             _log.error("run %s ended by %s", ctx.run_id, type(exc).__name__)
             result = _last_resort(ctx, FailureCode.AGENT_ERROR, "UNCLASSIFIED")
+        if audit_gate is not None and not await audit_gate():
+            _log.warning("run %s fenced: its outcome belongs to another owner", ctx.run_id)
+            ctx.hooks.result(ctx, result)
+            return result
         self._end(ctx, result)
         return result
 

@@ -1,45 +1,88 @@
 """The run queue on a Redis Stream (consumer group ``workers``): the Slack front enqueues the
 frozen request of a run, ``sre-diag worker`` processes consume it.
 
-A job is one stream entry whose one field ``job`` is the JSON of a :class:`Job`: everything a
-worker needs to run the diagnosis and answer in its thread without asking the front anything
-(query, previous turn, ``asked_at``, channel, thread, the status message, the run's key and id,
-the scope, the replay flag).
+A job is one stream entry whose field ``job`` is the JSON of a :class:`Job` (format
+``version`` :data:`JOB_VERSION`): everything a worker needs to run the diagnosis and answer in
+its thread without asking the front anything. Entries are parsed strictly (:func:`parse_entry`):
+one that does not parse is a :class:`Poison` — acknowledged, moved to the dead-letter stream
+``<stream>:dead`` with its reason, and answered in its thread when the thread can be identified;
+never a crash, never harm to the other entries of its batch. Fields a newer front added are
+tolerated and logged; a newer major ``version`` is refused visibly (dead-lettered, answered).
 
-Delivery: a worker reads only as many entries as it has free slots (``XREADGROUP``), so entries
-it cannot start stay in the stream for another worker. While a job runs, its worker touches it
-(``XCLAIM … JUSTID`` to itself) every third of ``DIAG_JOB_CLAIM_SECONDS``, which resets its idle
-time; an entry idle longer than that belongs to a worker that vanished and is taken over with
-``XAUTOCLAIM`` by a live worker, which answers it as lost (never runs it again) and acknowledges
-it. A job is acknowledged (``XACK``) only after its thread got its answer.
+Delivery is at least once; the final answer is exactly one (``plugin.slack.fence``): a worker
+reads only as many entries as it has free slots and becomes each job's owner with
+:meth:`JobQueue.take` (which also refuses a job that was answered already, so a redelivered
+entry never runs twice). While a job runs, its worker's heartbeat (:meth:`JobQueue.touch`) resets
+the entry's idle time — only while it still holds the job's token — and says the job is alive;
+an entry idle longer than ``DIAG_JOB_CLAIM_SECONDS`` belongs to a worker that vanished or
+stalled and is claimed (``XAUTOCLAIM``) by a live worker, which takes the token over and answers
+it as lost. A job is acknowledged once its thread got its answer.
+
+Recovery: a missing stream or consumer group (Redis restarted without persistence, the key
+deleted, the group destroyed) is created again by whoever meets it — the front on enqueue, a
+worker on read. The front watches the runs it queued (:meth:`JobQueue.watch`): their thread
+locks are renewed while they wait, and a run whose entry vanished with Redis and that no worker
+says it runs is answered by the front (``QUEUE_LOST``).
 
 The stream does not grow without end: :meth:`JobQueue.trim` (each worker's heartbeat) drops the
-entries older than the oldest one still pending — every one of those was delivered and
-acknowledged — and never an entry that is waiting or running.
+entries older than the oldest one still pending, never one that is waiting or running.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from plugin.errors import InputRejected
 from plugin.request import PreviousTurn, format_asked_at, parse_asked_at, parse_previous_turn
+from plugin.slack.fence import (
+    FENCE_TTL_SECONDS,
+    RunFence,
+    Takeover,
+    answered,
+    ms,
+    takeover,
+    text,
+)
 
-__all__ = ["DEFAULT_STREAM", "GROUP", "Job", "JobQueue", "QueueDepth"]
+__all__ = [
+    "DEFAULT_STREAM",
+    "GROUP",
+    "JOB_VERSION",
+    "Job",
+    "JobQueue",
+    "Poison",
+    "QueueDepth",
+    "Taken",
+    "WatchState",
+    "WatchedRun",
+    "parse_entry",
+]
 
 _log = logging.getLogger(__name__)
 
 GROUP = "workers"
 DEFAULT_STREAM = "sre-diag:jobs"
 """The stream of the run queue (a deployment sharing a Redis with another uses its own DB)."""
+JOB_VERSION = 1
+"""The job format this code writes and reads; a higher one comes from a newer front."""
 _FIELD = "job"
+_MAX_JOB_BYTES = 256 * 1024
+_DEAD_KEEP = 10_000
+_RAW_KEEP = 4096
+_CHANNEL = re.compile(r"[CGD][A-Z0-9]{2,20}")
+_TS = re.compile(r"\d{1,12}\.\d{1,8}")
+_KEY = re.compile(r"[A-Za-z0-9:_-]{1,200}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +104,7 @@ class Job:
     replay: bool
     status_ts: str | None
     """The status message the front posted (None if Slack refused it)."""
+    version: int = JOB_VERSION
 
     @property
     def thread_key(self) -> str:
@@ -78,13 +122,6 @@ class Job:
 
     def dumps(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
-
-    @classmethod
-    def loads(cls, text: str) -> Job:
-        data = json.loads(text)
-        if not isinstance(data, dict):
-            raise ValueError("a job is a JSON object")
-        return cls(**data)
 
     @classmethod
     def freeze(
@@ -117,6 +154,86 @@ class Job:
         )
 
 
+_JOB = TypeAdapter(Job)
+_KNOWN = frozenset(Job.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
+class Poison:
+    """A stream entry that is not a job this worker can run, with what could be read of it."""
+
+    reason: str
+    """A stable code: ``MISSING_JOB``, ``OVERSIZED``, ``NOT_JSON``, ``NOT_AN_OBJECT``,
+    ``NEWER_VERSION``, ``INVALID_FIELDS``."""
+    raw: str
+    """The entry's job text, cut to a few KB (for the dead-letter stream)."""
+    channel: str | None = None
+    thread_ts: str | None = None
+    status_ts: str | None = None
+    run_id: str | None = None
+    run_key: str | None = None
+    scope: str | None = None
+    """The thread and run, where the entry names them in the expected shapes."""
+
+
+def parse_entry(fields: dict[Any, Any] | None) -> Job | Poison:
+    """One stream entry's fields, strictly: a :class:`Job`, or a :class:`Poison` saying why."""
+    raw_value = (fields or {}).get(_FIELD.encode(), (fields or {}).get(_FIELD))
+    if raw_value is None:
+        return Poison("MISSING_JOB", "")
+    raw = text(raw_value)
+    if len(raw.encode("utf-8", "replace")) > _MAX_JOB_BYTES:
+        return Poison("OVERSIZED", raw[:_RAW_KEEP])
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return Poison("NOT_JSON", raw[:_RAW_KEEP])
+    if not isinstance(data, dict):
+        return Poison("NOT_AN_OBJECT", raw[:_RAW_KEEP])
+    version = data.get("version", JOB_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool) or version > JOB_VERSION:
+        return _poison("NEWER_VERSION", raw, data)
+    extra = sorted(str(k)[:40] for k in data if k not in _KNOWN)
+    if extra:
+        _log.warning("job has fields this worker does not know, ignored: %s", ", ".join(extra[:10]))
+    try:
+        job = _JOB.validate_json(raw, strict=True)
+        _check_shapes(job)
+    except (ValidationError, ValueError, InputRejected):
+        return _poison("INVALID_FIELDS", raw, data)
+    return job
+
+
+def _check_shapes(job: Job) -> None:
+    """What the worker posts with and keys on must have Slack's and our own shapes."""
+    if not _CHANNEL.fullmatch(job.channel) or not _TS.fullmatch(job.thread_ts):
+        raise ValueError("thread")
+    if job.status_ts is not None and not _TS.fullmatch(job.status_ts):
+        raise ValueError("status_ts")
+    for key in (job.run_key, job.run_id, job.scope):
+        if not _KEY.fullmatch(key):
+            raise ValueError("key")
+    job.turn()
+    job.asked()
+
+
+def _poison(reason: str, raw: str, data: dict[Any, Any]) -> Poison:
+    def shaped(name: str, pattern: re.Pattern[str]) -> str | None:
+        value = data.get(name)
+        return value if isinstance(value, str) and pattern.fullmatch(value) else None
+
+    return Poison(
+        reason,
+        raw[:_RAW_KEEP],
+        channel=shaped("channel", _CHANNEL),
+        thread_ts=shaped("thread_ts", _TS),
+        status_ts=shaped("status_ts", _TS),
+        run_id=shaped("run_id", _KEY),
+        run_key=shaped("run_key", _KEY),
+        scope=shaped("scope", _KEY),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class QueueDepth:
     waiting: int
@@ -127,8 +244,126 @@ class QueueDepth:
     """Lost jobs claimed by another worker so far (all time, for this stream)."""
 
 
-def _text(value: object) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+class Taken(enum.Enum):
+    OWNER = "owner"
+    """This worker now holds the job's token: run it."""
+    ANSWERED = "answered"
+    """The job was answered already (a redelivery): acknowledge it, never run it again."""
+    NOT_OURS = "not_ours"
+    """Another worker claimed it meanwhile."""
+
+
+class WatchState(enum.Enum):
+    PENDING = "pending"
+    """Waiting or running: its thread lock was renewed."""
+    DONE = "done"
+    """Answered (or being answered) by its owner."""
+    VANISHED = "vanished"
+    """No entry, no answer, and no worker says it runs it: the queue lost it."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedRun:
+    """A run the front queued and has not seen answered, with its thread lock's keys."""
+
+    entry_id: str
+    run_id: str
+    lock_key: str
+    record_key: str
+    token: str
+    channel: str
+
+
+# KEYS: stream. ARGV: group, job JSON. Creates the stream and the group when missing (a Redis
+# restarted empty, a deleted key, a destroyed group), then adds the job.
+_ENQUEUE = """
+local ok = pcall(redis.call, 'xgroup', 'create', KEYS[1], ARGV[1], '0', 'MKSTREAM')
+return redis.call('xadd', KEYS[1], '*', 'job', ARGV[2])
+"""
+
+# KEYS: stream, fence. ARGV: group, entry, consumer, ttl ms.
+# {1, token} owner, {2, ''} answered already, {0, ''} not this consumer's entry.
+_TAKE = """
+local p = redis.call('xpending', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #p == 0 or p[1][2] ~= ARGV[3] then return {0, ''} end
+if redis.call('hexists', KEYS[2], 'answer') == 1 then return {2, ''} end
+local n = redis.call('hincrby', KEYS[2], 'n', 1)
+local token = n .. '|' .. ARGV[3]
+local t = redis.call('time')
+redis.call('hset', KEYS[2], 'holder', token, 'alive', t[1] * 1000 + math.floor(t[2] / 1000))
+redis.call('pexpire', KEYS[2], ARGV[4])
+return {1, token}
+"""
+
+# KEYS: stream, then one fence per job. ARGV: group, consumer, ttl ms, then (entry, token) per
+# job. Resets the idle time of the entries this worker still holds and marks them alive; a
+# fence Redis lost (restart) is re-created for its holder. Returns the 1-based numbers of the
+# jobs taken over by another worker.
+_TOUCH = """
+local t = redis.call('time')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local lost = {}
+for i = 2, #KEYS do
+  local entry = ARGV[2 * i]
+  local token = ARGV[2 * i + 1]
+  local h = redis.call('hget', KEYS[i], 'holder')
+  if h and h ~= token then
+    lost[#lost + 1] = i - 1
+  else
+    redis.call('hset', KEYS[i], 'holder', token, 'alive', now)
+    redis.call('pexpire', KEYS[i], ARGV[3])
+    pcall(redis.call, 'xclaim', KEYS[1], ARGV[1], ARGV[2], 0, entry, 'JUSTID')
+  end
+end
+return lost
+"""
+
+# KEYS: stream, then (fence, thread lock, run record) per run. ARGV: lock ttl ms, alive ms,
+# then (entry, lock token, channel) per run. One state a run: 0 pending (lock renewed, re-taken
+# if Redis lost it), 1 answered, 2 vanished.
+_WATCH = """
+local t = redis.call('time')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local states = {}
+local n = 0
+for i = 2, #KEYS, 3 do
+  n = n + 1
+  local entry = ARGV[3 * n]
+  local token = ARGV[3 * n + 1]
+  local channel = ARGV[3 * n + 2]
+  local state = 0
+  if redis.call('hexists', KEYS[i], 'answer') == 1 then
+    state = 1
+  else
+    local alive = tonumber(redis.call('hget', KEYS[i], 'alive'))
+    local present = #redis.call('xrange', KEYS[1], entry, entry, 'COUNT', 1) > 0
+    if not present and not (alive and now - alive < tonumber(ARGV[2])) then state = 2 end
+  end
+  if state == 0 then
+    local owner = redis.call('get', KEYS[i + 1])
+    if owner == token or not owner then
+      redis.call('set', KEYS[i + 1], token, 'PX', ARGV[1])
+      redis.call('set', KEYS[i + 2], channel, 'PX', ARGV[1])
+    end
+  end
+  states[n] = state
+end
+return states
+"""
+
+# KEYS: stream, dead-letter stream. ARGV: group, entry, reason, raw, keep.
+_DEAD_LETTER = """
+redis.call('xadd', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'entry', ARGV[2], 'reason', ARGV[3],
+           'job', ARGV[4])
+pcall(redis.call, 'xack', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
+
+def _is_nogroup(exc: BaseException) -> bool:
+    return isinstance(exc, ResponseError) and (
+        "NOGROUP" in str(exc) or "no such key" in str(exc).lower()
+    )
 
 
 class JobQueue:
@@ -137,7 +372,11 @@ class JobQueue:
     def __init__(self, redis: Redis, stream: str) -> None:
         self.redis = redis
         self.stream = stream
+        self.dead_stream = f"{stream}:dead"
         self._claims_key = f"{stream}:claimed"
+
+    def fence_key(self, run_id: str) -> str:
+        return f"{self.stream}:fence:{run_id}"
 
     async def ensure_group(self) -> None:
         try:
@@ -147,36 +386,118 @@ class JobQueue:
                 raise
 
     async def enqueue(self, job: Job) -> str:
-        entry = await self.redis.xadd(self.stream, {_FIELD: job.dumps()})
-        return _text(entry)
+        entry = await self.redis.eval(_ENQUEUE, 1, self.stream, GROUP, job.dumps())
+        return text(entry)
 
-    async def read(self, consumer: str, count: int, block_ms: int) -> list[tuple[str, Job | None]]:
-        """Up to ``count`` new entries for ``consumer`` (None for an entry that is not a job)."""
-        answer: Any = await self.redis.xreadgroup(
-            GROUP, consumer, {self.stream: ">"}, count=count, block=block_ms
-        )
-        entries: list[tuple[str, Job | None]] = []
+    async def read(
+        self, consumer: str, count: int, block_ms: int
+    ) -> list[tuple[str, Job | Poison]]:
+        """Up to ``count`` new entries for ``consumer``; a missing stream or group is created
+        again (and nothing is returned this time)."""
+        try:
+            answer: Any = await self.redis.xreadgroup(
+                GROUP, consumer, {self.stream: ">"}, count=count, block=block_ms
+            )
+        except ResponseError as exc:
+            if not _is_nogroup(exc):
+                raise
+            _log.warning("run queue group missing (Redis emptied?): creating it again")
+            await self.ensure_group()
+            return []
+        entries: list[tuple[str, Job | Poison]] = []
         for _stream, items in answer or []:
-            entries.extend(_decoded(items))
+            entries.extend(_parsed(items))
         return entries
 
-    async def touch(self, consumer: str, entry_ids: Sequence[str]) -> None:
-        """Reset the idle time of this worker's running jobs (its heartbeat)."""
-        if entry_ids:
-            await self.redis.xclaim(self.stream, GROUP, consumer, 0, list(entry_ids), justid=True)
+    async def take(self, consumer: str, entry_id: str, job: Job) -> tuple[Taken, str]:
+        """Become the owner of a job just read: its token, unless it was answered already or
+        another worker claimed it first."""
+        answer: Any = await self.redis.eval(
+            _TAKE,
+            2,
+            self.stream,
+            self.fence_key(job.run_id),
+            GROUP,
+            entry_id,
+            consumer,
+            ms(FENCE_TTL_SECONDS),
+        )
+        code = int(answer[0])
+        verdict = {1: Taken.OWNER, 2: Taken.ANSWERED}.get(code, Taken.NOT_OURS)
+        return verdict, text(answer[1])
+
+    def fence(self, job: Job, token: str, give_up_seconds: float) -> RunFence:
+        return RunFence(self.redis, self.fence_key(job.run_id), token, give_up_seconds)
+
+    async def touch(self, consumer: str, running: Sequence[tuple[str, str, str]]) -> list[int]:
+        """Heartbeat of this worker's jobs, given as (entry id, run id, token): the indexes of
+        those another worker took over."""
+        if not running:
+            return []
+        keys = [self.stream, *(self.fence_key(run_id) for _, run_id, _ in running)]
+        args: list[Any] = [GROUP, consumer, ms(FENCE_TTL_SECONDS)]
+        for entry_id, _, token in running:
+            args.extend((entry_id, token))
+        lost: Any = await self.redis.eval(_TOUCH, len(keys), *keys, *args)
+        return [int(n) - 1 for n in lost or []]
 
     async def claim_lost(
         self, consumer: str, min_idle_seconds: float, count: int = 10
-    ) -> list[tuple[str, Job | None]]:
-        """Entries idle for ``min_idle_seconds`` (their worker vanished), now ``consumer``'s."""
-        answer: Any = await self.redis.xautoclaim(
-            self.stream, GROUP, consumer, max(1, int(min_idle_seconds * 1000)), "0-0", count=count
-        )
+    ) -> list[tuple[str, Job | Poison]]:
+        """Entries idle for ``min_idle_seconds`` (their worker vanished or stalled), now
+        ``consumer``'s."""
+        try:
+            answer: Any = await self.redis.xautoclaim(
+                self.stream, GROUP, consumer, ms(min_idle_seconds), "0-0", count=count
+            )
+        except ResponseError as exc:
+            if not _is_nogroup(exc):
+                raise
+            await self.ensure_group()
+            return []
         items: list[Any] = list(answer[1]) if isinstance(answer, list | tuple) else []
-        entries = _decoded([i for i in items if i is not None and i[1] is not None])
+        entries = _parsed([i for i in items if i is not None and i[1] is not None])
         if entries:
             await self.redis.incrby(self._claims_key, len(entries))
         return entries
+
+    async def takeover(self, run_id: str, claimer: str, grace_seconds: float) -> Takeover:
+        return await takeover(self.redis, self.fence_key(run_id), claimer, grace_seconds)
+
+    async def mark_answered(self, run_id: str, token: str) -> None:
+        """The answer ``token`` took (a claimer's, the front's) is in its thread."""
+        await answered(self.redis, self.fence_key(run_id), token)
+
+    async def dead_letter(self, entry_id: str, poison: Poison) -> None:
+        """Move an entry that is not a runnable job to the dead-letter stream and acknowledge
+        it (one atomic step)."""
+        await self.redis.eval(
+            _DEAD_LETTER,
+            2,
+            self.stream,
+            self.dead_stream,
+            GROUP,
+            entry_id,
+            poison.reason,
+            poison.raw,
+            _DEAD_KEEP,
+        )
+
+    async def watch(
+        self, runs: Sequence[WatchedRun], lock_ttl_seconds: float, alive_seconds: float
+    ) -> list[WatchState]:
+        """One round trip for every run the front queued: renews the thread locks of those
+        still waiting or running and says which were answered and which vanished."""
+        if not runs:
+            return []
+        keys: list[str] = [self.stream]
+        args: list[Any] = [ms(lock_ttl_seconds), ms(alive_seconds)]
+        for run in runs:
+            keys.extend((self.fence_key(run.run_id), run.lock_key, run.record_key))
+            args.extend((run.entry_id, run.token, run.channel))
+        states: Any = await self.redis.eval(_WATCH, len(keys), *keys, *args)
+        table = {0: WatchState.PENDING, 1: WatchState.DONE, 2: WatchState.VANISHED}
+        return [table[int(s)] for s in states]
 
     async def ack(self, entry_id: str) -> None:
         await self.redis.xack(self.stream, GROUP, entry_id)
@@ -186,23 +507,35 @@ class JobQueue:
         last delivered one when none is pending. Entries not yet delivered are never touched
         (delivery is in id order, so every id below the group's last delivered id is either
         pending or acknowledged). The number of entries dropped."""
-        summary: Any = await self.redis.xpending(self.stream, GROUP)
+        try:
+            summary: Any = await self.redis.xpending(self.stream, GROUP)
+        except ResponseError as exc:
+            if not _is_nogroup(exc):
+                raise
+            await self.ensure_group()
+            return 0
         oldest = summary.get("min") if isinstance(summary, dict) else None
         if not oldest:
             last = None
             for group in await self.redis.xinfo_groups(self.stream):
-                if _text(group.get("name")) == GROUP:
+                if text(group.get("name")) == GROUP:
                     last = group.get("last-delivered-id")
             oldest = last
-        if not oldest or _text(oldest) == "0-0":
+        if not oldest or text(oldest) == "0-0":
             return 0
-        dropped: Any = await self.redis.xtrim(self.stream, minid=_text(oldest), approximate=False)
+        dropped: Any = await self.redis.xtrim(self.stream, minid=text(oldest), approximate=False)
         return int(dropped or 0)
 
     async def depth(self) -> QueueDepth:
         waiting = taken = 0
-        for group in await self.redis.xinfo_groups(self.stream):
-            name = _text(group.get("name"))
+        try:
+            groups: Any = await self.redis.xinfo_groups(self.stream)
+        except ResponseError as exc:
+            if not _is_nogroup(exc):
+                raise
+            groups = []
+        for group in groups:
+            name = text(group.get("name"))
             if name != GROUP:
                 continue
             taken = int(group.get("pending") or 0)
@@ -212,15 +545,13 @@ class JobQueue:
         return QueueDepth(waiting=waiting, taken=taken, claimed=int(claimed or 0))
 
 
-def _decoded(items: Sequence[Any]) -> list[tuple[str, Job | None]]:
-    entries: list[tuple[str, Job | None]] = []
+def _parsed(items: Sequence[Any]) -> list[tuple[str, Job | Poison]]:
+    entries: list[tuple[str, Job | Poison]] = []
     for entry_id, fields in items:
-        raw = (fields or {}).get(_FIELD.encode()) or (fields or {}).get(_FIELD)
-        job: Job | None
         try:
-            job = Job.loads(_text(raw)) if raw is not None else None
-        except (ValueError, TypeError) as exc:
-            _log.error("malformed job %s dropped: %s", _text(entry_id), type(exc).__name__)
-            job = None
-        entries.append((_text(entry_id), job))
+            parsed = parse_entry(fields if isinstance(fields, dict) else None)
+        except Exception as exc:  # never: parse_entry classifies; a bug must not kill a batch
+            _log.error("job entry not parsed: %s", type(exc).__name__)
+            parsed = Poison("INVALID_FIELDS", "")
+        entries.append((text(entry_id), parsed))
     return entries

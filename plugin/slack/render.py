@@ -122,6 +122,7 @@ _IDENT = re.compile(r"[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*")
 _BLANK = f"_{BLANK}_"
 
 WORKER_LOST_DETAIL = "WORKER_LOST"
+QUEUE_LOST_DETAIL = "QUEUE_LOST"
 """A queued run whose worker vanished (``plugin.slack.worker``)."""
 REPLAY_NOTE = ":repeat: Replay of this thread's question with the current version"
 
@@ -469,6 +470,11 @@ def _failure_text(result: ExecutionResult) -> str:
         text += (
             " The worker process running it was lost before it answered; nothing was run "
             "again. Use the *Replay diagnosis* shortcut on this message to ask it again."
+        )
+    elif f.detail == QUEUE_LOST_DETAIL:
+        text += (
+            " The run queue lost this request before any worker ran it (its Redis restarted "
+            "empty or was cleared); nothing was run. Please ask again."
         )
     return text
 

@@ -18,6 +18,7 @@ crash the process. Promises to the thread:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import uuid
@@ -43,9 +44,12 @@ from plugin.slack.evidence import (
     evidence_key,
     evidence_record,
 )
-from plugin.slack.jobs import Job, JobQueue
+from plugin.slack.fence import NO_FENCE, Fence, TakeoverVerdict
+from plugin.slack.jobs import Job, JobQueue, Poison
+from plugin.slack.pending import PendingRuns
 from plugin.slack.progress import ProgressTracker, StatusBoard, StatusBudget
 from plugin.slack.render import (
+    QUEUE_LOST_DETAIL,
     WORKER_LOST_DETAIL,
     AnswerExtras,
     SlackMessage,
@@ -86,6 +90,14 @@ UNAVAILABLE = (
 )
 _RESTARTING = "I am restarting; please ask again in a minute."
 _LOST_NOTE = "Failed closed: the worker running this diagnosis was lost; see the message below."
+_QUEUE_LOST_NOTE = "Failed closed: the run queue lost this request; see the message below."
+_POISON = (
+    "I could not run this request: it reached the diagnosis worker in a form it cannot read "
+    "({reason}). Nothing was run; please ask again."
+)
+_POISON_NOTE = "Failed closed: the request could not be read by the worker."
+_CLAIM_GRACE_MIN_SECONDS = 60.0
+_FENCED_NOTE = "Fenced: another worker answers this run."
 _NOT_QUEUED = "Not started: the run queue is unreachable."
 _FAILED_CLOSED = (
     "The diagnosis failed closed: it ended without an answer I can show. Nothing was "
@@ -123,6 +135,8 @@ class _Active:
     channel: str
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     tracker: ProgressTracker | None = None
+    fence: Fence = NO_FENCE
+    """A queued job's token: every side effect in Slack and the audit record depend on it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +185,16 @@ class RunManager:
         self._hooks = tuple(hooks)
         # A cancel flag must outlive the time a replica takes to notice it.
         self._flag_ttl = settings.deadline_seconds * 3 + 120
+        self.pending: PendingRuns | None = None
+        if queue is not None:
+            self.pending = PendingRuns(
+                queue,
+                state,
+                lock_ttl_seconds=self._queue_lock_ttl,
+                claim_seconds=settings.job_claim_after_seconds,
+                answer_vanished=self._answer_vanished,
+                grace_seconds=self.claim_grace_seconds,
+            )
 
     @property
     def in_flight(self) -> int:
@@ -216,11 +240,21 @@ class RunManager:
         task.add_done_callback(self._tasks.discard)
         return key
 
+    @property
+    def _queue_lock_ttl(self) -> float:
+        """A queued run's thread lock: renewed by the front while the run waits (see
+        ``PendingRuns``) and by the worker while it runs."""
+        return self.settings.job_claim_after_seconds + self.leases.ttl_seconds
+
+    @property
+    def claim_grace_seconds(self) -> float:
+        """How long a claimer lets an owner that took the answer finish posting it."""
+        return max(self.settings.job_claim_after_seconds, _CLAIM_GRACE_MIN_SECONDS)
+
     async def _claim_for_queue(self, lease: Lease) -> bool:
         """The thread's lock, held by the shared state until a worker adopts it (or, if the
         worker vanished, until the job is claimed as lost)."""
-        ttl = self.settings.job_claim_after_seconds + self.leases.ttl_seconds
-        return await self.state.claim_thread(lease, ttl)
+        return await self.state.claim_thread(lease, self._queue_lock_ttl)
 
     async def _enqueue(self, req: RunRequest, key: str, lease: Lease) -> str | None:
         """Post the status message and hand the frozen request to the workers."""
@@ -241,7 +275,7 @@ class RunManager:
             status_ts=status_ts,
         )
         try:
-            await self.queue.enqueue(job)
+            entry_id = await self.queue.enqueue(job)
         except Exception as exc:
             _log.error("run queue unreachable, mention declined: %s", type(exc).__name__)
             await _shielded(self.state.release_thread(lease))
@@ -250,6 +284,8 @@ class RunManager:
                 await self._final_status(req, status_ts, key, _NOT_QUEUED)
             return None
         _log.info("run %s queued (%s)", key, job.run_id)
+        if self.pending is not None:
+            self.pending.add(entry_id, job, lease, req.client)
         return key
 
     async def _final_status(self, req: RunRequest, status_ts: str, key: str, note: str) -> None:
@@ -266,12 +302,14 @@ class RunManager:
         job: Job,
         client: AsyncWebClient,
         on_done: Callable[[], Coroutine[Any, Any, None]],
+        fence: Fence,
     ) -> None:
         """Run a queued job here: the same run as an in-process one, in the status message the
-        front posted; ``on_done`` (the acknowledgement) once its thread got its answer."""
+        front posted, each side effect conditional on ``fence``; ``on_done`` (the
+        acknowledgement) once its thread got its answer."""
         req = _job_request(job, client)
         lease = Lease(thread_key=job.thread_key, run_key=job.lease_key, channel=job.channel)
-        active = _Active(key=job.run_key, channel=job.channel)
+        active = _Active(key=job.run_key, channel=job.channel, fence=fence)
         self._active[active.key] = active
         self._queue.append(active.key)
         self.leases.adopt(lease)
@@ -288,24 +326,96 @@ class RunManager:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def answer_lost(self, job: Job, client: AsyncWebClient) -> None:
-        """A job whose worker vanished: never run again; its thread is told it failed
-        (``AGENT_ERROR WORKER_LOST``, with the Replay shortcut), its audit record written."""
+    def fenced(self, run_key: str) -> None:
+        """The heartbeat found this run's job taken over: it posts nothing more and stops."""
+        active = self._active.get(run_key)
+        if active is not None:
+            active.fence.lose()
+            active.cancel.set()
+
+    async def answer_lost(
+        self, job: Job, client: AsyncWebClient, queue: JobQueue, claimer: str
+    ) -> bool:
+        """A job whose worker vanished or stalled: never run again. The claimer takes its token
+        first (the owner, if it wakes, can then post nothing), then the thread is told it
+        failed (``AGENT_ERROR WORKER_LOST``, with the Replay shortcut) and its audit record is
+        written. False when its owner is posting the answer right now (ask again later)."""
+        taken = await queue.takeover(job.run_id, claimer, self.claim_grace_seconds)
+        if taken.verdict is TakeoverVerdict.WAIT:
+            _log.warning("run %s: its owner is posting its answer; not claimed", job.run_id)
+            return False
+        if taken.verdict is TakeoverVerdict.DONE:
+            _log.info("run %s was answered already: claimed and acknowledged", job.run_id)
+            return True
+        _log.error("run %s (%s): its worker was lost; answered as failed", job.run_key, job.run_id)
+        await self._answer_failed(job, client, WORKER_LOST_DETAIL, _LOST_NOTE)
+        await queue.mark_answered(job.run_id, taken.token)
+        return True
+
+    async def _answer_vanished(self, job: Job, token: str, client: AsyncWebClient) -> None:
+        """The front's answer for a run the queue lost (its token already taken)."""
+        assert self.queue is not None
+        _log.error(
+            "run %s (%s): the run queue lost it; answered as failed", job.run_key, job.run_id
+        )
+        await self._answer_failed(job, client, QUEUE_LOST_DETAIL, _QUEUE_LOST_NOTE)
+        await self.queue.mark_answered(job.run_id, token)
+
+    async def _answer_failed(
+        self, job: Job, client: AsyncWebClient, detail: str, note: str
+    ) -> None:
         req = _job_request(job, client)
         result = self.harness.record_lost(
             job.run_id,
             session_id=self._session_id(req),
             asked_at=req.asked_at,
-            detail=WORKER_LOST_DETAIL,
+            detail=detail,
             hooks=self._hooks,
         )
-        _log.error("run %s (%s): its worker was lost; answered as failed", job.run_key, job.run_id)
         self.completed.append(result)
-        await self._post_result(req, result, EvidenceCollector())
+        await self._post_result(req, result, EvidenceCollector(), NO_FENCE)
         if job.status_ts is not None:
-            await self._final_status(req, job.status_ts, job.run_key, _LOST_NOTE)
+            await self._final_status(req, job.status_ts, job.run_key, note)
         lease = Lease(thread_key=job.thread_key, run_key=job.lease_key, channel=job.channel)
         await _shielded(self.state.release_thread(lease))
+
+    async def answer_poison(
+        self,
+        entry_id: str,
+        poison: Poison,
+        client: AsyncWebClient,
+        queue: JobQueue,
+        claimer: str,
+    ) -> None:
+        """An entry that is not a runnable job: dead-lettered with its reason, and answered in
+        its thread when the entry names one of our admin channels (once: its token is taken
+        first when it names its run)."""
+        _log.error("job %s refused (%s): moved to %s", entry_id, poison.reason, queue.dead_stream)
+        answer = poison.channel in self.settings.admin_channels and poison.thread_ts is not None
+        token = ""
+        if answer and poison.run_id is not None:
+            taken = await queue.takeover(poison.run_id, claimer, self.claim_grace_seconds)
+            answer = taken.verdict is TakeoverVerdict.TAKEN
+            token = taken.token
+        if answer:
+            await self._answer_poison(poison, client)
+        await queue.dead_letter(entry_id, poison)
+        if token and poison.run_id is not None:
+            await queue.mark_answered(poison.run_id, token)
+
+    async def _answer_poison(self, poison: Poison, client: AsyncWebClient) -> None:
+        assert poison.channel is not None and poison.thread_ts is not None
+        req = RunRequest(client, poison.channel, poison.thread_ts, query="")
+        await self._say(req, _POISON.format(reason=poison.reason))
+        if poison.status_ts is not None:
+            await self._final_status(req, poison.status_ts, poison.run_key or "-", _POISON_NOTE)
+        if poison.scope is not None and poison.run_key is not None:
+            lease = Lease(
+                thread_key=f"{poison.scope}:{poison.channel}:{poison.thread_ts}",
+                run_key=f"{poison.scope}:{poison.run_key}",
+                channel=poison.channel,
+            )
+            await _shielded(self.state.release_thread(lease))
 
     @property
     def running_jobs(self) -> int:
@@ -363,10 +473,16 @@ class RunManager:
             tracker.start()
             collector = EvidenceCollector()
             result = await self._diagnose_when_allowed(req, active, tracker, collector)
-            posted = None if result is None else await self._post_result(req, result, collector)
+            posted = (
+                None
+                if result is None
+                else await self._post_result(req, result, collector, active.fence)
+            )
             answered = True  # the outcome, its fallback or the input refusal was attempted
             if result is not None and posted is not None:
                 await tracker.finish(_status_note(result, posted))
+            elif active.fence.lost:
+                await tracker.finish(_FENCED_NOTE)
         except Exception as exc:  # the run task must never die silently
             _log.error("slack run %s failed: %s", active.key, type(exc).__name__)
         finally:
@@ -397,10 +513,15 @@ class RunManager:
                 hooks=[tracker, *self._hooks, collector],
                 cancel_event=active.cancel,
                 run_id=req.run_id,
+                audit_gate=None if active.fence is NO_FENCE else active.fence.take_answer,
             )
         except InputRejected as rejected:
             hint = _INPUT_HINTS.get(rejected.code.value, "I cannot take that input.")
+            if not await active.fence.take_answer():
+                await tracker.finish(_FENCED_NOTE)
+                return None
             error = await self._say(req, hint)
+            await active.fence.answered()
             await tracker.finish(
                 "Not started: input refused." if error is None else f"Not started: {hint}"
             )
@@ -454,7 +575,8 @@ class RunManager:
         if status_ts is not None:
 
             async def publish(v: StatusView) -> None:
-                await self._update(req, status_ts, render_status(v))
+                if await active.fence.holds():
+                    await self._update(req, status_ts, render_status(v))
 
             self.board.add(tracker, publish, workspace=req.scope)
         return tracker
@@ -520,9 +642,24 @@ class RunManager:
         return EvidenceRecord.loads(text) if text is not None else None
 
     async def _post_result(
+        self,
+        req: RunRequest,
+        result: ExecutionResult,
+        collector: EvidenceCollector,
+        fence: Fence,
+    ) -> _Posted | None:
+        """Post the rendered outcome; if rendering or Slack refuses it, the plain fallback.
+        None when ``fence`` says another owner answers this run (nothing is posted)."""
+        if not await fence.take_answer():
+            return None
+        try:
+            return await self._post_answer(req, result, collector)
+        finally:
+            await fence.answered()
+
+    async def _post_answer(
         self, req: RunRequest, result: ExecutionResult, collector: EvidenceCollector
     ) -> _Posted:
-        """Post the rendered outcome; if rendering or Slack refuses it, the plain fallback."""
         record = evidence_record(result, collector, req.channel, req.thread_ts)
         extras = AnswerExtras(
             windows=collector.windows,
@@ -559,7 +696,13 @@ class RunManager:
 
     async def _fail_closed(self, req: RunRequest, active: _Active) -> None:
         """The run ended without its outcome posted: say so, and end the status message."""
+        if not await active.fence.take_answer():
+            if active.tracker is not None:
+                with contextlib.suppress(Exception):
+                    await active.tracker.finish(_FENCED_NOTE)
+            return
         error = await self._say(req, _FAILED_CLOSED)
+        await active.fence.answered()
         if active.tracker is not None:
             note = (
                 "Failed closed: see the message below."
@@ -618,6 +761,8 @@ class RunManager:
         self._accepting = False
         await self.cancel_all()
         await self.board.aclose()
+        if self.pending is not None:
+            await self.pending.aclose()
         await self.leases.aclose()
         await self.harness.aclose()
         await self.state.aclose()

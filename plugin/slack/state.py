@@ -73,7 +73,8 @@ class SharedState(Protocol):
         ...
 
     async def renew_threads(self, leases: Sequence[Lease], ttl_seconds: float) -> list[Lease]:
-        """Extend the leases still held by their run; returns those found lost."""
+        """Extend the leases still held by their run (taking again those that expired or were
+        lost with the state); returns those another run holds now."""
         ...
 
     async def release_thread(self, lease: Lease) -> None:
@@ -156,7 +157,7 @@ class MemoryState:
     async def renew_threads(self, leases: Sequence[Lease], ttl_seconds: float) -> list[Lease]:
         lost = []
         for lease in leases:
-            if self._get(f"thread:{lease.thread_key}") != lease.run_key:
+            if self._get(f"thread:{lease.thread_key}") not in (lease.run_key, None):
                 lost.append(lease)
                 continue
             self._set(f"thread:{lease.thread_key}", lease.run_key, ttl_seconds)
@@ -215,18 +216,21 @@ end
 return 0
 """
 
-# KEYS: (thread lock, run record, busy notice) per lease. ARGV: ttl ms, then one run key a lease.
-# Returns the 1-based numbers of the leases found lost. Never re-takes a lock: a lease that is
-# gone stays gone (it may have been released a moment ago).
+# KEYS: (thread lock, run record, busy notice) per lease. ARGV: ttl ms, then (run key,
+# channel) a lease. Returns the 1-based numbers of the leases another run holds now. A lock
+# that is gone (expired through a Redis pause longer than its TTL, or lost with a restart) is
+# taken again: the run still lives. (One released a moment ago is released again by the
+# caller, see ``ThreadLeases``.)
 _RENEW = """
 local lost = {}
 local n = 0
 for i = 1, #KEYS, 3 do
   n = n + 1
-  local token = ARGV[n + 1]
-  if redis.call('get', KEYS[i]) == token then
-    redis.call('pexpire', KEYS[i], ARGV[1])
-    redis.call('pexpire', KEYS[i + 1], ARGV[1])
+  local token = ARGV[2 * n]
+  local owner = redis.call('get', KEYS[i])
+  if owner == token or not owner then
+    redis.call('set', KEYS[i], token, 'PX', ARGV[1])
+    redis.call('set', KEYS[i + 1], ARGV[2 * n + 1], 'PX', ARGV[1])
     if redis.call('get', KEYS[i + 2]) == token then redis.call('pexpire', KEYS[i + 2], ARGV[1]) end
   else
     lost[#lost + 1] = n
@@ -314,6 +318,12 @@ class RedisState:
             self._key("busy", lease.thread_key),
         ]
 
+    def lease_keys(self, lease: Lease) -> tuple[str, str]:
+        """The thread lock's key and the run record's (the front renews queued runs' locks in
+        the same script that watches the queue)."""
+        keys = self._lease_keys(lease)
+        return keys[0], keys[1]
+
     async def _eval(self, script: str, keys: Sequence[str], *args: Any) -> Any:
         return await self._redis.eval(script, len(keys), *keys, *args)
 
@@ -330,8 +340,8 @@ class RedisState:
         if not leases:
             return []
         keys = [k for lease in leases for k in self._lease_keys(lease)]
-        tokens = [lease.run_key for lease in leases]
-        lost = await self._eval(_RENEW, keys, _ms(ttl_seconds), *tokens)
+        pairs = [v for lease in leases for v in (lease.run_key, lease.channel)]
+        lost = await self._eval(_RENEW, keys, _ms(ttl_seconds), *pairs)
         return [leases[int(n) - 1] for n in lost or []]
 
     async def release_thread(self, lease: Lease) -> None:
@@ -433,6 +443,9 @@ class ThreadLeases:
         for lease in lost:
             if lease.run_key in self._held:
                 _log.error("thread lease of run %s was lost while the run lives", lease.run_key)
+        for lease in leases:
+            if lease.run_key not in self._held:  # released while this renewal was on its way
+                await self.release(lease)
 
     async def _retry_release(self, lease: Lease) -> None:
         deadline = time.monotonic() + self.ttl_seconds

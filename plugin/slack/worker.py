@@ -31,11 +31,11 @@ from plugin.aio import stop_task, stopping
 from plugin.errors import ConfigError
 from plugin.settings import Settings
 from plugin.slack import add_retry_handlers
-from plugin.slack.jobs import DEFAULT_STREAM, Job, JobQueue
+from plugin.slack.jobs import DEFAULT_STREAM, Job, JobQueue, Poison, Taken
 from plugin.slack.runs import DEFAULT_LOCK_TTL_SECONDS, RunManager
 from plugin.slack.state import RedisState, connect_redis
 
-__all__ = ["Worker", "run_worker"]
+__all__ = ["Worker", "heartbeat_seconds", "run_worker"]
 
 _log = logging.getLogger(__name__)
 
@@ -44,6 +44,8 @@ _READ_BLOCK_SECONDS = 0.5
 _MAX_HEARTBEAT_SECONDS = 10.0
 _DRAIN_SLACK_SECONDS = 5.0
 _RETRY_SECONDS = 1.0
+_RETRY_FIRST_SECONDS = 0.1
+_RETRY_MAX_SECONDS = 2.0
 
 
 def _check(settings: Settings) -> tuple[str, str]:
@@ -86,7 +88,7 @@ class Worker:
             status_interval_seconds=status_interval_seconds,
             lock_ttl_seconds=lock_ttl_seconds,
         )
-        self._running: dict[str, Job] = {}
+        self._running: dict[str, tuple[Job, str]] = {}
         self._freed = asyncio.Event()
         self.claim_seconds = settings.job_claim_after_seconds
 
@@ -137,34 +139,54 @@ class Worker:
 
     async def _take(self, stop: asyncio.Event) -> None:
         block_ms = int(_READ_BLOCK_SECONDS * 1000)
+        pause = _RETRY_FIRST_SECONDS
         while not stop.is_set():
             free = self.free_slots
             if free <= 0:
-                self._freed.clear()
-                waits = {
-                    asyncio.ensure_future(self._freed.wait()),
-                    asyncio.ensure_future(stop.wait()),
-                }
-                _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                for task in pending:
-                    task.cancel()
+                await self._wait_for_slot(stop)
                 continue
             try:
                 entries = await self.queue.read(self.consumer, free, block_ms)
             except Exception as exc:
                 _log.error("reading the run queue failed: %s", type(exc).__name__)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), _RETRY_SECONDS)
+                    await asyncio.wait_for(stop.wait(), pause)
+                pause = min(pause * 2, _RETRY_MAX_SECONDS)
                 continue
-            # Entries read are this worker's even if a stop came meanwhile: they are run.
-            for entry_id, job in entries:
-                if job is None:
-                    await self._ack(entry_id)
-                    continue
-                self._start(entry_id, job)
+            pause = _RETRY_FIRST_SECONDS
+            # Entries read are this worker's even if a stop came meanwhile: they are run. Each
+            # is handled on its own: one that fails harms none of the others.
+            for entry_id, parsed in entries:
+                try:
+                    await self._accept(entry_id, parsed)
+                except Exception as exc:
+                    _log.error("job %s not started: %s", entry_id, type(exc).__name__)
 
-    def _start(self, entry_id: str, job: Job) -> None:
-        self._running[entry_id] = job
+    async def _wait_for_slot(self, stop: asyncio.Event) -> None:
+        self._freed.clear()
+        waits = {asyncio.ensure_future(self._freed.wait()), asyncio.ensure_future(stop.wait())}
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+
+    async def _accept(self, entry_id: str, parsed: Job | Poison) -> None:
+        if isinstance(parsed, Poison):
+            await self.manager.answer_poison(
+                entry_id, parsed, self.client, self.queue, self.consumer
+            )
+            return
+        taken, token = await self.queue.take(self.consumer, entry_id, parsed)
+        if taken is Taken.ANSWERED:
+            _log.warning("job %s (%s) was answered already: not run again", entry_id, parsed.run_id)
+            await self._ack(entry_id)
+        elif taken is Taken.NOT_OURS:
+            _log.warning("job %s was claimed by another worker before it started here", entry_id)
+        else:
+            self._start(entry_id, parsed, token)
+
+    def _start(self, entry_id: str, job: Job, token: str) -> None:
+        self._running[entry_id] = (job, token)
+        fence = self.queue.fence(job, token, give_up_seconds=self.claim_seconds)
 
         async def done() -> None:
             await self._ack(entry_id)
@@ -172,7 +194,7 @@ class Worker:
             self._freed.set()
 
         _log.info("job %s taken by %s: run %s", entry_id, self.consumer, job.run_id)
-        self.manager.start_job(job, self.client, done)
+        self.manager.start_job(job, self.client, done, fence)
 
     async def _ack(self, entry_id: str) -> None:
         try:
@@ -181,13 +203,10 @@ class Worker:
             _log.error("job %s not acknowledged: %s", entry_id, type(exc).__name__)
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
-        interval = min(self.claim_seconds / 3, _MAX_HEARTBEAT_SECONDS)
+        interval = heartbeat_seconds(self.claim_seconds)
         while not stopping():
             await asyncio.sleep(interval)
-            try:
-                await self.queue.touch(self.consumer, list(self._running))
-            except Exception as exc:
-                _log.warning("job heartbeat failed: %s", type(exc).__name__)
+            await self._touch()
             if not stop.is_set():
                 await self._claim_lost()
                 try:
@@ -195,21 +214,44 @@ class Worker:
                 except Exception as exc:
                     _log.warning("trimming the run queue failed: %s", type(exc).__name__)
 
+    async def _touch(self) -> None:
+        running = [(e, job.run_id, token) for e, (job, token) in self._running.items()]
+        try:
+            lost = await self.queue.touch(self.consumer, running)
+        except Exception as exc:
+            _log.warning("job heartbeat failed: %s", type(exc).__name__)
+            return
+        for index in lost:
+            entry_id, run_id, _ = running[index]
+            job, _ = self._running.get(entry_id, (None, ""))
+            if job is not None:
+                _log.error("job %s (%s) was taken over by another worker: cancelled here",
+                           entry_id, run_id)  # fmt: skip
+                self.manager.fenced(job.run_key)
+
     async def _claim_lost(self) -> None:
         try:
             lost = await self.queue.claim_lost(self.consumer, self.claim_seconds)
         except Exception as exc:
             _log.warning("claiming lost jobs failed: %s", type(exc).__name__)
             return
-        for entry_id, job in lost:
+        for entry_id, parsed in lost:
             if entry_id in self._running:
                 continue  # our own (a heartbeat that came late): still running here
-            if job is not None:
-                try:
-                    await self.manager.answer_lost(job, self.client)
-                except Exception as exc:
-                    _log.error("lost job %s not answered: %s", entry_id, type(exc).__name__)
-            await self._ack(entry_id)
+            try:
+                if isinstance(parsed, Poison):
+                    await self.manager.answer_poison(
+                        entry_id, parsed, self.client, self.queue, self.consumer
+                    )
+                elif await self.manager.answer_lost(parsed, self.client, self.queue, self.consumer):
+                    await self._ack(entry_id)
+            except Exception as exc:
+                _log.error("lost job %s not answered: %s", entry_id, type(exc).__name__)
+
+
+def heartbeat_seconds(claim_seconds: float) -> float:
+    """How often a worker touches its jobs: a third of the claim time, at most every 10 s."""
+    return min(claim_seconds / 3, _MAX_HEARTBEAT_SECONDS)
 
 
 async def run_worker(settings: Settings, stop: asyncio.Event) -> int:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from plugin.slack.jobs import GROUP, Job, JobQueue
+from plugin.slack.jobs import GROUP, Job, JobQueue, Poison, Taken
 from tests.slack.support import require_redis
 
 _DB = 12
@@ -27,7 +27,9 @@ async def queue() -> AsyncIterator[JobQueue]:
     await queue.ensure_group()
     await queue.ensure_group()  # a second front or worker finds the group there
     yield queue
-    await client.delete(queue.stream, f"{queue.stream}:claimed")
+    await client.delete(queue.stream, f"{queue.stream}:claimed", queue.dead_stream)
+    async for key in client.scan_iter(match=f"{queue.stream}:fence:*"):
+        await client.delete(key)
     await client.aclose()
 
 
@@ -64,12 +66,14 @@ async def test_a_job_round_trips_and_each_entry_goes_to_one_consumer(queue: JobQ
     assert job is not None and job.asked() == datetime(2026, 11, 28, 10, 30, tzinfo=UTC)
 
 
-async def test_a_malformed_entry_is_read_as_no_job(queue: JobQueue) -> None:
+async def test_malformed_entries_are_read_as_poison_with_their_reason(queue: JobQueue) -> None:
     await queue.redis.xadd(queue.stream, {"job": "[1, 2"})
     await queue.redis.xadd(queue.stream, {"job": '{"run_key": "k"}'})
     await queue.redis.xadd(queue.stream, {"other": "x"})
+    await queue.enqueue(_job(9))
     entries = await queue.read("a", 10, 10)
-    assert len(entries) == 3 and all(job is None for _, job in entries)
+    reasons = [p.reason if isinstance(p, Poison) else "JOB" for _, p in entries]
+    assert reasons == ["NOT_JSON", "INVALID_FIELDS", "MISSING_JOB", "JOB"]
 
 
 async def test_depth_counts_waiting_and_taken(queue: JobQueue) -> None:
@@ -120,8 +124,13 @@ async def test_a_job_whose_worker_stopped_touching_it_is_claimed_once(queue: Job
     await queue.enqueue(_job(1))
     taken = await queue.read("dead", 1, 10)
     alive = await queue.read("alive", 1, 10)
+    alive_job = alive[0][1]
+    assert isinstance(alive_job, Job)
+    verdict, token = await queue.take("alive", alive[0][0], alive_job)
+    assert verdict is Taken.OWNER
     await asyncio.sleep(0.25)
-    await queue.touch("alive", [alive[0][0]])  # the live worker's heartbeat
+    # the live worker's heartbeat
+    assert await queue.touch("alive", [(alive[0][0], alive_job.run_id, token)]) == []
     claimed = await queue.claim_lost("rescuer", 0.2)
     assert [(entry, job) for entry, job in claimed] == taken
     assert await queue.claim_lost("other", 0.2) == []  # claiming reset its idle time

@@ -1,0 +1,274 @@
+"""Fencing for queued runs: at most one final answer per run, whoever ends up holding it.
+
+Each run of the queue has one small Redis hash (``<stream>:fence:<run_id>``):
+
+- ``n``: a counter that only grows; whoever becomes the run's owner increments it,
+- ``holder``: the current owner's token, ``<n>|<consumer>`` (unique even when a restarted Redis
+  starts counting again),
+- ``answer``: who took the run's final answer, ``<token>|posting|<ms>`` and then
+  ``<token>|posted``,
+- ``alive``: when the owner's worker last said it is running the job (its heartbeat).
+
+A worker becomes owner when it takes the job (``JobQueue.take``); a claimer, or the front
+answering a job the queue lost, takes the token over (:func:`takeover`) BEFORE it posts. Every
+side effect of a run is conditional on the token, checked in Redis in one round trip at the
+moment it is made: progress updates (:meth:`RunFence.holds`), and the final answer, its plain
+fallback and its audit record (:meth:`RunFence.take_answer`, a compare-and-set on ``answer``).
+An owner that lost the token posts nothing more; a claimer that finds the answer taken by an
+owner still posting waits for it (:data:`TakeoverVerdict.WAIT`) and takes over only when that
+owner stayed silent longer than the grace period (it died mid-post).
+
+After Redis lost the hash (a restart without persistence) nobody took the run over: its owner
+keeps going, re-creates the hash at its next heartbeat, and takes the answer as before.
+
+The in-process mode has no queue and no claimer: :data:`NO_FENCE` allows everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from redis.asyncio import Redis
+
+from plugin.aio import stopping
+
+__all__ = [
+    "FENCE_TTL_SECONDS",
+    "NO_FENCE",
+    "Fence",
+    "RunFence",
+    "Takeover",
+    "TakeoverVerdict",
+    "answered",
+    "takeover",
+]
+
+_log = logging.getLogger(__name__)
+
+FENCE_TTL_SECONDS = 2 * 86400.0
+"""How long a run's fence outlives its last change (far beyond any run, claim or replay)."""
+
+# KEYS: fence. ARGV: holder. 1 holds, 2 no fence (Redis lost it: nobody took over), 0 lost.
+_HOLDS = """
+local h = redis.call('hget', KEYS[1], 'holder')
+if not h then return 2 end
+if h == ARGV[1] then return 1 end
+return 0
+"""
+
+# KEYS: fence. ARGV: holder, ttl ms. 1: the answer is this holder's; 0: fenced out.
+_TAKE_ANSWER = """
+local h = redis.call('hget', KEYS[1], 'holder')
+if h and h ~= ARGV[1] then return 0 end
+local a = redis.call('hget', KEYS[1], 'answer')
+if a then
+  if string.sub(a, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then return 1 end
+  return 0
+end
+local t = redis.call('time')
+local ms = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('hset', KEYS[1], 'holder', ARGV[1], 'answer', ARGV[1] .. '|posting|' .. ms)
+redis.call('pexpire', KEYS[1], ARGV[2])
+return 1
+"""
+
+# KEYS: fence. ARGV: holder, ttl ms. The answer this holder took is now in the thread.
+_ANSWERED = """
+local a = redis.call('hget', KEYS[1], 'answer')
+local mine = ARGV[1] .. '|posting|'
+if a and string.sub(a, 1, #mine) == mine then
+  redis.call('hset', KEYS[1], 'answer', ARGV[1] .. '|posted')
+  redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 1
+"""
+
+# KEYS: fence. ARGV: claimer, ttl ms, grace ms.
+# {1, token}: the run and its answer are now the claimer's; {2, ''}: already answered;
+# {3, ''}: its owner is posting the answer right now (wait).
+_TAKEOVER = """
+local t = redis.call('time')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local a = redis.call('hget', KEYS[1], 'answer')
+if a then
+  if string.sub(a, -7) == '|posted' then return {2, ''} end
+  local since = tonumber(string.match(a, '|posting|(%d+)$'))
+  if since and now - since < tonumber(ARGV[3]) then return {3, ''} end
+end
+local n = redis.call('hincrby', KEYS[1], 'n', 1)
+local token = n .. '|' .. ARGV[1]
+redis.call('hset', KEYS[1], 'holder', token, 'answer', token .. '|posting|' .. now)
+redis.call('pexpire', KEYS[1], ARGV[2])
+return {1, token}
+"""
+
+
+def ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+class Fence(Protocol):
+    """What a run asks before each side effect."""
+
+    @property
+    def lost(self) -> bool:
+        """True once the run is known to have lost its token (it then posts nothing more)."""
+        ...
+
+    async def holds(self) -> bool:
+        """Whether a progress update may be posted now."""
+        ...
+
+    async def take_answer(self) -> bool:
+        """Take the run's final answer (idempotent): True when this run may post it and write
+        its audit record, False when another owner has it (the run then posts nothing)."""
+        ...
+
+    async def answered(self) -> None:
+        """The answer taken is in the thread (or every way of posting it failed)."""
+        ...
+
+    def lose(self) -> None:
+        """The heartbeat found the token taken over."""
+        ...
+
+
+class _NoFence:
+    """The in-process run: nobody else can answer it."""
+
+    @property
+    def lost(self) -> bool:
+        return False
+
+    async def holds(self) -> bool:
+        return True
+
+    async def take_answer(self) -> bool:
+        return True
+
+    async def answered(self) -> None:
+        return None
+
+    def lose(self) -> None:
+        return None
+
+
+NO_FENCE: Fence = _NoFence()
+
+
+@dataclass(slots=True)
+class RunFence:
+    """One queued run's token, checked in Redis before each side effect."""
+
+    redis: Redis
+    key: str
+    holder: str
+    give_up_seconds: float
+    """How long ``take_answer`` keeps trying while Redis is out of reach: past this, a claimer
+    has taken the run over (or will), so the run gives its answer up rather than risk a
+    second one."""
+    _lost: bool = False
+    _taken: bool = False
+    _told: bool = field(default=False, repr=False)
+
+    @property
+    def lost(self) -> bool:
+        return self._lost
+
+    def lose(self) -> None:
+        if not self._lost:
+            self._lost = True
+            _log.error("run fenced: its job was taken over (%s); it posts nothing more", self.key)
+
+    async def holds(self) -> bool:
+        if self._lost:
+            return False
+        if self._taken:
+            return True  # the answer is ours: its final status may follow it
+        try:
+            verdict = await self.redis.eval(_HOLDS, 1, self.key, self.holder)
+        except Exception as exc:  # a skipped progress update costs nothing
+            _log.debug("fence not read: %s", type(exc).__name__)
+            return False
+        if int(verdict) == 0:
+            self.lose()
+            return False
+        return True
+
+    async def take_answer(self) -> bool:
+        if self._lost:
+            return False
+        if self._taken:
+            return True
+        deadline = time.monotonic() + self.give_up_seconds
+        pause = 0.2
+        while True:
+            try:
+                verdict = await self.redis.eval(
+                    _TAKE_ANSWER, 1, self.key, self.holder, ms(FENCE_TTL_SECONDS)
+                )
+                break
+            except Exception as exc:
+                if time.monotonic() + pause > deadline or stopping():
+                    _log.error(
+                        "run answer not posted: its fence could not be reached (%s) for %g s; "
+                        "the run is answered by whoever claims its job",
+                        type(exc).__name__,
+                        self.give_up_seconds,
+                    )
+                    self._lost = True
+                    return False
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 2.0)
+        if int(verdict) != 1:
+            self.lose()
+            return False
+        self._taken = True
+        return True
+
+    async def answered(self) -> None:
+        if not self._taken:
+            return
+        try:
+            await answered(self.redis, self.key, self.holder)
+        except Exception as exc:  # a claimer then waits out the grace period, then sees it
+            _log.warning("answer not marked posted: %s", type(exc).__name__)
+
+
+class TakeoverVerdict(enum.Enum):
+    TAKEN = "taken"
+    """The run is now the claimer's: it answers it."""
+    DONE = "done"
+    """The run was answered already."""
+    WAIT = "wait"
+    """Its owner is posting the answer now; ask again later."""
+
+
+@dataclass(frozen=True, slots=True)
+class Takeover:
+    verdict: TakeoverVerdict
+    token: str = ""
+
+
+async def answered(redis: Redis, key: str, token: str) -> None:
+    """Mark the answer ``token`` took as posted."""
+    await redis.eval(_ANSWERED, 1, key, token, ms(FENCE_TTL_SECONDS))
+
+
+async def takeover(redis: Redis, key: str, claimer: str, grace_seconds: float) -> Takeover:
+    """Take a run's token and its answer from whoever held them (one atomic step)."""
+    answer: Any = await redis.eval(
+        _TAKEOVER, 1, key, claimer, ms(FENCE_TTL_SECONDS), ms(grace_seconds)
+    )
+    code, token = int(answer[0]), text(answer[1])
+    verdict = {1: TakeoverVerdict.TAKEN, 2: TakeoverVerdict.DONE}.get(code, TakeoverVerdict.WAIT)
+    return Takeover(verdict, token)
