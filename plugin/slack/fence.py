@@ -210,7 +210,7 @@ class RunFence:
         if self._taken:
             return True
         deadline = time.monotonic() + self.give_up_seconds
-        pause = 0.2
+        pause = 0.1
         while True:
             try:
                 verdict = await self.redis.eval(
@@ -228,7 +228,7 @@ class RunFence:
                     self._lost = True
                     return False
                 await asyncio.sleep(pause)
-                pause = min(pause * 2, 2.0)
+                pause = min(pause * 2, 0.5)
         if int(verdict) != 1:
             self.lose()
             return False

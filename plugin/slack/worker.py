@@ -45,6 +45,7 @@ _MAX_HEARTBEAT_SECONDS = 10.0
 _DRAIN_SLACK_SECONDS = 5.0
 _RETRY_SECONDS = 1.0
 _RETRY_FIRST_SECONDS = 0.1
+_ANSWER_PATIENCE_MIN_SECONDS = 60.0
 _RETRY_MAX_SECONDS = 2.0
 
 
@@ -186,7 +187,7 @@ class Worker:
 
     def _start(self, entry_id: str, job: Job, token: str) -> None:
         self._running[entry_id] = (job, token)
-        fence = self.queue.fence(job, token, give_up_seconds=self.claim_seconds)
+        fence = self.queue.fence(job, token, give_up_seconds=_answer_patience(self.claim_seconds))
 
         async def done() -> None:
             await self._ack(entry_id)
@@ -247,6 +248,13 @@ class Worker:
                     await self._ack(entry_id)
             except Exception as exc:
                 _log.error("lost job %s not answered: %s", entry_id, type(exc).__name__)
+
+
+def _answer_patience(claim_seconds: float) -> float:
+    """How long a finished run waits for Redis to take its answer: its token is checked
+    atomically, so waiting is always safe; the bound only keeps a worker from waiting forever
+    (a claimer answers the job then)."""
+    return max(2 * claim_seconds, _ANSWER_PATIENCE_MIN_SECONDS)
 
 
 def heartbeat_seconds(claim_seconds: float) -> float:
