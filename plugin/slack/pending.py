@@ -1,8 +1,9 @@
 """The front's memory of the runs it queued and has not seen answered.
 
-Every :data:`WATCH_SECONDS` one round trip (:meth:`JobQueue.watch`) renews the thread locks of
-the runs still waiting or running — so a backlog longer than a lock's lifetime never lets a
-follow-up mention start a second run in a busy thread — and tells which runs were answered
+Every :data:`WATCH_SECONDS` (or a third of the lock's lifetime, if shorter) one round trip
+(:meth:`JobQueue.watch`) renews the thread locks of the runs still waiting or running — so a
+backlog longer than a lock's lifetime never lets a follow-up mention start a second run in a
+busy thread — and tells which runs were answered
 (forgotten) and which vanished: no stream entry, no answer, and no worker saying it runs them
 (Redis restarted empty, the stream deleted). A run still vanished after :func:`confirm_seconds`
 (longer than a worker's heartbeat, which re-creates the marks of the runs it holds) is answered
@@ -89,7 +90,7 @@ class PendingRuns:
     async def _watch(self) -> None:
         try:
             while self._runs and not stopping():
-                await asyncio.sleep(WATCH_SECONDS)
+                await asyncio.sleep(min(WATCH_SECONDS, self.lock_ttl_seconds / 3))
                 await self.watch_once()
         finally:
             self._task = None

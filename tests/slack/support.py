@@ -28,6 +28,7 @@ from plugin.audit import JsonlAuditSink
 from plugin.doubles.recording_slack import RecordingSlackApi
 from plugin.doubles.scripted_model import ScriptedModelServer
 from plugin.slack import PluginHandle, StatusBudget, register
+from plugin.slack.jobs import JobQueue
 from plugin.slack.state import DEFAULT_NAMESPACE
 from plugin.usecase import Harness
 from tests.harness.support import adapters, settings_for
@@ -222,6 +223,7 @@ async def slack_rig(
     lock_ttl: float = 30.0,
     status_budget: StatusBudget = FAST_STATUS,
     admin: str = ADMIN,
+    queue: JobQueue | None = None,
     **env: Any,
 ) -> AsyncIterator[SlackRig]:
     async with RecordingSlackApi() as slack:
@@ -237,6 +239,7 @@ async def slack_rig(
             status_interval_seconds=status_interval,
             lock_ttl_seconds=lock_ttl,
             status_budget=status_budget,
+            queue=queue,
         )
         try:
             yield SlackRig(app=app, handle=handle, slack=slack, model=model)
