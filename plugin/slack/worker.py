@@ -6,10 +6,16 @@ same ``RunManager`` logic as an in-process run (status updates in the message th
 the answer and its plain fallback, thread leases renewed in Redis, Cancel through Redis) and
 acknowledges a job once its thread got its answer.
 
-Every third of ``DIAG_JOB_CLAIM_SECONDS`` (at most every 10 s) it touches its running jobs (their
-heartbeat), drops the acknowledged entries from the stream, and claims the jobs idle longer than
-that: their worker vanished (SIGKILL, OOM, a lost machine). A lost job is never run again: its
-thread gets ``FAILED AGENT_ERROR WORKER_LOST`` and its audit record is written.
+A job is taken with its fencing token (``plugin.slack.fence``): the run's progress updates,
+answer, fallback and audit record are conditional on it, so a worker that stalled past the claim
+time and wakes after another worker claimed its job posts nothing more (its run is cancelled).
+Every third of ``DIAG_JOB_CLAIM_SECONDS`` (at most every 10 s) it touches the jobs it still holds
+(their heartbeat), drops the acknowledged entries from the stream, and claims the jobs idle
+longer than that: their worker vanished (SIGKILL, OOM, a lost machine) or stalled. A lost job is
+never run again: the claimer takes its token, its thread gets ``FAILED AGENT_ERROR WORKER_LOST``
+and its audit record is written. An entry that is not a job (``jobs.Poison``) is dead-lettered
+and answered where its thread can be identified; one entry never harms the others of its batch,
+and a missing stream or group (Redis restarted empty) is created again.
 
 SIGTERM or SIGINT: stop taking jobs, let the runs in flight end within their deadlines (past the
 deadline plus 5 s they are cancelled and still post their outcome), acknowledge them, exit 0.
