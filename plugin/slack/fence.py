@@ -30,7 +30,7 @@ import asyncio
 import enum
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from redis.asyncio import Redis
@@ -178,11 +178,17 @@ class RunFence:
     second one."""
     _lost: bool = False
     _taken: bool = False
-    _told: bool = field(default=False, repr=False)
+    _gave_up: bool = False
 
     @property
     def lost(self) -> bool:
         return self._lost
+
+    @property
+    def gave_up(self) -> bool:
+        """True when the answer was given up because Redis stayed out of reach (not taken over):
+        the job must then stay pending, so that a claimer answers it."""
+        return self._gave_up
 
     def lose(self) -> None:
         if not self._lost:
@@ -218,16 +224,17 @@ class RunFence:
                 )
                 break
             except Exception as exc:
-                if time.monotonic() + pause > deadline or stopping():
+                left = deadline - time.monotonic()
+                if left <= 0 or stopping():
                     _log.error(
                         "run answer not posted: its fence could not be reached (%s) for %g s; "
                         "the run is answered by whoever claims its job",
                         type(exc).__name__,
                         self.give_up_seconds,
                     )
-                    self._lost = True
+                    self._lost = self._gave_up = True
                     return False
-                await asyncio.sleep(pause)
+                await asyncio.sleep(min(pause, left))
                 pause = min(pause * 2, 0.5)
         if int(verdict) != 1:
             self.lose()

@@ -196,7 +196,10 @@ class Worker:
         fence = self.queue.fence(job, token, give_up_seconds=_answer_patience(self.claim_seconds))
 
         async def done() -> None:
-            await self._ack(entry_id)
+            if fence.gave_up:  # never answered: left pending, a claimer answers it
+                _log.error("job %s left pending for a claimer: its answer was not posted", entry_id)
+            else:
+                await self._ack(entry_id)
             self._running.pop(entry_id, None)
             self._freed.set()
 

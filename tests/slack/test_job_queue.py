@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -16,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from plugin.slack.fence import TakeoverVerdict
+from plugin.slack.fence import RunFence, TakeoverVerdict
 from plugin.slack.jobs import GROUP, Job, JobQueue, Poison, Taken, parse_entry
-from tests.slack.support import require_redis
+from plugin.slack.state import connect_redis
+from tests.slack.support import closed_port, require_redis
 
 _DB = 12
 
@@ -287,3 +289,19 @@ async def test_a_fence_redis_lost_is_recreated_by_its_owner(queue: JobQueue) -> 
     assert (await queue.takeover(job.run_id, "front", 60)).verdict is TakeoverVerdict.WAIT
     await queue.enqueue(_job(5))  # the front re-creates stream and group as it enqueues
     assert [j for _, j in await queue.read("c", 10, 10)] == [_job(5)]
+
+
+async def test_a_fence_out_of_reach_gives_the_answer_up_and_never_posts() -> None:
+    # Redis stays unreachable past the patience: the run neither posts nor counts as taken
+    # over, so its worker leaves the job pending for a claimer (at least one answer).
+    unreachable = connect_redis(f"redis://127.0.0.1:{closed_port()}/0", socket_timeout=0.2)
+    try:
+        fence = RunFence(unreachable, "sre-diag:jobs:fence:run-x", "1|w", give_up_seconds=0.5)
+        assert not await fence.holds()  # a progress update is skipped
+        assert not fence.lost  # ... which is not a takeover
+        started = time.monotonic()
+        assert not await fence.take_answer()
+        assert 0.4 <= time.monotonic() - started < 3
+        assert fence.lost and fence.gave_up
+    finally:
+        await unreachable.aclose()
