@@ -30,8 +30,9 @@ import asyncio
 import enum
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from redis.asyncio import Redis
 
@@ -45,10 +46,12 @@ __all__ = [
     "Takeover",
     "TakeoverVerdict",
     "answered",
+    "retried",
     "takeover",
 ]
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 FENCE_TTL_SECONDS = 2 * 86400.0
 """How long a run's fence outlives its last change (far beyond any run, claim or replay)."""
@@ -89,22 +92,32 @@ return 1
 """
 
 # KEYS: fence. ARGV: claimer, ttl ms, grace ms.
-# {1, token}: the run and its answer are now the claimer's; {2, ''}: already answered;
-# {3, ''}: its owner is posting the answer right now (wait).
+# {1, token, stale}: the run and its answer are now the claimer's (stale 1: an earlier owner
+# had taken the answer and fell silent — it may have posted it); {2, '', 0}: already answered;
+# {3, '', 0}: its owner is posting the answer right now (wait). Asking again after a lost reply
+# gives the claimer its own token back.
 _TAKEOVER = """
 local t = redis.call('time')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local a = redis.call('hget', KEYS[1], 'answer')
+local h = redis.call('hget', KEYS[1], 'holder')
 if a then
-  if string.sub(a, -7) == '|posted' then return {2, ''} end
+  if string.sub(a, -7) == '|posted' then return {2, '', 0} end
+  if h and string.sub(h, -(#ARGV[1] + 1)) == '|' .. ARGV[1] and
+     string.sub(a, 1, #h + 1) == h .. '|' then
+    return {1, h, tonumber(redis.call('hget', KEYS[1], 'stale') or '0')}
+  end
   local since = tonumber(string.match(a, '|posting|(%d+)$'))
-  if since and now - since < tonumber(ARGV[3]) then return {3, ''} end
+  if since and now - since < tonumber(ARGV[3]) then return {3, '', 0} end
 end
+local stale = 0
+if a then stale = 1 end
 local n = redis.call('hincrby', KEYS[1], 'n', 1)
 local token = n .. '|' .. ARGV[1]
-redis.call('hset', KEYS[1], 'holder', token, 'answer', token .. '|posting|' .. now)
+redis.call('hset', KEYS[1], 'holder', token, 'answer', token .. '|posting|' .. now,
+           'stale', stale)
 redis.call('pexpire', KEYS[1], ARGV[2])
-return {1, token}
+return {1, token, stale}
 """
 
 
@@ -165,6 +178,30 @@ class _NoFence:
 NO_FENCE: Fence = _NoFence()
 
 
+async def retried(
+    step: Callable[[], Awaitable[T]],
+    *,
+    patience_seconds: float,
+    abandon: asyncio.Event | None,
+    what: str,
+) -> T | None:
+    """``step`` until Redis answers it: backoff 0.1 s doubling to 0.5 s, for at most
+    ``patience_seconds`` (or until ``abandon`` is set, or the task is stopping); None then."""
+    deadline = time.monotonic() + patience_seconds
+    pause = 0.1
+    while True:
+        try:
+            return await step()
+        except Exception as exc:
+            left = deadline - time.monotonic()
+            if left <= 0 or stopping() or (abandon is not None and abandon.is_set()):
+                _log.error("%s: Redis out of reach (%s); given up", what, type(exc).__name__)
+                return None
+            _log.debug("%s: %s; retrying", what, type(exc).__name__)
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, 0.5)
+
+
 @dataclass(slots=True)
 class RunFence:
     """One queued run's token, checked in Redis before each side effect."""
@@ -173,12 +210,21 @@ class RunFence:
     key: str
     holder: str
     give_up_seconds: float
-    """How long ``take_answer`` keeps trying while Redis is out of reach: past this, a claimer
-    has taken the run over (or will), so the run gives its answer up rather than risk a
-    second one."""
+    """How long ``take_answer`` (and marking the answer posted) keeps trying while Redis is
+    out of reach: past this the run gives its answer up, and its job stays pending for a
+    claimer; waiting is always safe (the answer is a compare-and-set)."""
+    abandon: asyncio.Event | None = None
+    """Set when the worker's drain deadline passed: give up at once."""
     _lost: bool = False
     _taken: bool = False
     _gave_up: bool = False
+
+    @classmethod
+    def holding(cls, redis: Redis, key: str, token: str, give_up_seconds: float) -> RunFence:
+        """The fence of a takeover: ``token`` holds the run's answer already."""
+        fence = cls(redis, key, token, give_up_seconds)
+        fence._taken = True
+        return fence
 
     @property
     def lost(self) -> bool:
@@ -215,27 +261,19 @@ class RunFence:
             return False
         if self._taken:
             return True
-        deadline = time.monotonic() + self.give_up_seconds
-        pause = 0.1
-        while True:
-            try:
-                verdict = await self.redis.eval(
-                    _TAKE_ANSWER, 1, self.key, self.holder, ms(FENCE_TTL_SECONDS)
-                )
-                break
-            except Exception as exc:
-                left = deadline - time.monotonic()
-                if left <= 0 or stopping():
-                    _log.error(
-                        "run answer not posted: its fence could not be reached (%s) for %g s; "
-                        "the run is answered by whoever claims its job",
-                        type(exc).__name__,
-                        self.give_up_seconds,
-                    )
-                    self._lost = self._gave_up = True
-                    return False
-                await asyncio.sleep(min(pause, left))
-                pause = min(pause * 2, 0.5)
+
+        async def take() -> Any:
+            return await self.redis.eval(
+                _TAKE_ANSWER, 1, self.key, self.holder, ms(FENCE_TTL_SECONDS)
+            )
+
+        verdict = await retried(
+            take, patience_seconds=self.give_up_seconds, abandon=self.abandon,
+            what=f"run answer not taken ({self.key}); left to whoever claims its job",
+        )  # fmt: skip
+        if verdict is None:
+            self._lost = self._gave_up = True
+            return False
         if int(verdict) != 1:
             self.lose()
             return False
@@ -243,12 +281,18 @@ class RunFence:
         return True
 
     async def answered(self) -> None:
+        """Mark the answer posted, retried while Redis is out of reach (a claimer waiting on
+        an unmarked answer would otherwise post a second one after its grace period)."""
         if not self._taken:
             return
-        try:
+
+        async def mark() -> None:
             await answered(self.redis, self.key, self.holder)
-        except Exception as exc:  # a claimer then waits out the grace period, then sees it
-            _log.warning("answer not marked posted: %s", type(exc).__name__)
+
+        await retried(
+            mark, patience_seconds=self.give_up_seconds, abandon=self.abandon,
+            what=f"answer not marked posted ({self.key})",
+        )  # fmt: skip
 
 
 class TakeoverVerdict(enum.Enum):
@@ -264,6 +308,9 @@ class TakeoverVerdict(enum.Enum):
 class Takeover:
     verdict: TakeoverVerdict
     token: str = ""
+    stale: bool = False
+    """TAKEN from an owner that had taken the answer and fell silent: it may have posted it
+    (look in the thread before answering)."""
 
 
 async def answered(redis: Redis, key: str, token: str) -> None:
@@ -278,4 +325,4 @@ async def takeover(redis: Redis, key: str, claimer: str, grace_seconds: float) -
     )
     code, token = int(answer[0]), text(answer[1])
     verdict = {1: TakeoverVerdict.TAKEN, 2: TakeoverVerdict.DONE}.get(code, TakeoverVerdict.WAIT)
-    return Takeover(verdict, token)
+    return Takeover(verdict, token, stale=bool(int(answer[2] or 0)))

@@ -30,6 +30,7 @@ entries older than the oldest one still pending, never one that is waiting or ru
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 import logging
@@ -39,11 +40,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from plugin.errors import InputRejected
 from plugin.request import PreviousTurn, format_asked_at, parse_asked_at, parse_previous_turn
 from plugin.slack.fence import (
     FENCE_TTL_SECONDS,
@@ -83,6 +83,8 @@ _RAW_KEEP = 4096
 _CHANNEL = re.compile(r"[CGD][A-Z0-9]{2,20}")
 _TS = re.compile(r"\d{1,12}\.\d{1,8}")
 _KEY = re.compile(r"[A-Za-z0-9:_-]{1,200}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+"""Characters of an unknown field's name that are not logged as they are."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,13 +195,13 @@ def parse_entry(fields: dict[Any, Any] | None) -> Job | Poison:
     version = data.get("version", JOB_VERSION)
     if not isinstance(version, int) or isinstance(version, bool) or version > JOB_VERSION:
         return _poison("NEWER_VERSION", raw, data)
-    extra = sorted(str(k)[:40] for k in data if k not in _KNOWN)
+    extra = sorted(_UNSAFE.sub("?", str(k))[:40] for k in data if k not in _KNOWN)
     if extra:
         _log.warning("job has fields this worker does not know, ignored: %s", ", ".join(extra[:10]))
     try:
         job = _JOB.validate_json(raw, strict=True)
         _check_shapes(job)
-    except (ValidationError, ValueError, InputRejected):
+    except Exception:  # ValidationError, ValueError, InputRejected, OverflowError (dates), …
         return _poison("INVALID_FIELDS", raw, data)
     return job
 
@@ -351,6 +353,25 @@ end
 return states
 """
 
+# KEYS: stream. ARGV: group. Trims the stream below the oldest pending entry (or the group's
+# last delivered one when none is pending), in one step.
+_TRIM = """
+local p = redis.call('xpending', KEYS[1], ARGV[1])
+local oldest = p[2]
+if not oldest then
+  for _, g in ipairs(redis.call('xinfo', 'groups', KEYS[1])) do
+    local name, last
+    for i = 1, #g, 2 do
+      if g[i] == 'name' then name = g[i + 1] end
+      if g[i] == 'last-delivered-id' then last = g[i + 1] end
+    end
+    if name == ARGV[1] then oldest = last end
+  end
+end
+if not oldest or oldest == '0-0' then return 0 end
+return redis.call('xtrim', KEYS[1], 'MINID', oldest)
+"""
+
 # KEYS: stream, dead-letter stream. ARGV: group, entry, reason, raw, keep.
 _DEAD_LETTER = """
 redis.call('xadd', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'entry', ARGV[2], 'reason', ARGV[3],
@@ -426,8 +447,18 @@ class JobQueue:
         verdict = {1: Taken.OWNER, 2: Taken.ANSWERED}.get(code, Taken.NOT_OURS)
         return verdict, text(answer[1])
 
-    def fence(self, job: Job, token: str, give_up_seconds: float) -> RunFence:
-        return RunFence(self.redis, self.fence_key(job.run_id), token, give_up_seconds)
+    def fence(
+        self,
+        job: Job,
+        token: str,
+        give_up_seconds: float,
+        abandon: asyncio.Event | None = None,
+    ) -> RunFence:
+        return RunFence(self.redis, self.fence_key(job.run_id), token, give_up_seconds, abandon)
+
+    def answer_fence(self, job: Job, token: str, give_up_seconds: float) -> RunFence:
+        """The fence of a claimer's (or the front's) takeover: it holds the answer already."""
+        return RunFence.holding(self.redis, self.fence_key(job.run_id), token, give_up_seconds)
 
     async def touch(self, consumer: str, running: Sequence[tuple[str, str, str]]) -> list[int]:
         """Heartbeat of this worker's jobs, given as (entry id, run id, token): the indexes of
@@ -504,26 +535,17 @@ class JobQueue:
 
     async def trim(self) -> int:
         """Drop the acknowledged entries: those before the oldest pending entry, or before the
-        last delivered one when none is pending. Entries not yet delivered are never touched
-        (delivery is in id order, so every id below the group's last delivered id is either
-        pending or acknowledged). The number of entries dropped."""
+        last delivered one when none is pending — read and trimmed in one atomic script, so no
+        delivery can come in between. Entries not yet delivered are never touched (delivery is
+        in id order, so every id below the group's last delivered id is either pending or
+        acknowledged). The number of entries dropped."""
         try:
-            summary: Any = await self.redis.xpending(self.stream, GROUP)
+            dropped: Any = await self.redis.eval(_TRIM, 1, self.stream, GROUP)
         except ResponseError as exc:
             if not _is_nogroup(exc):
                 raise
             await self.ensure_group()
             return 0
-        oldest = summary.get("min") if isinstance(summary, dict) else None
-        if not oldest:
-            last = None
-            for group in await self.redis.xinfo_groups(self.stream):
-                if text(group.get("name")) == GROUP:
-                    last = group.get("last-delivered-id")
-            oldest = last
-        if not oldest or text(oldest) == "0-0":
-            return 0
-        dropped: Any = await self.redis.xtrim(self.stream, minid=text(oldest), approximate=False)
         return int(dropped or 0)
 
     async def depth(self) -> QueueDepth:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.aio import stop_task, stopping
+from plugin.aio import stop_task, stop_tasks, stopping
 from plugin.slack.fence import TakeoverVerdict
 from plugin.slack.jobs import Job, JobQueue, WatchedRun, WatchState
 from plugin.slack.state import Lease, RedisState, SharedState
@@ -53,6 +53,8 @@ class _Pending:
     lease: Lease
     client: AsyncWebClient
     vanished_since: float | None = None
+    taking: bool = False
+    """The front is taking this run over (its answer may be this front's already)."""
 
 
 class PendingRuns:
@@ -78,6 +80,7 @@ class PendingRuns:
         self._task: asyncio.Task[None] | None = None
         self._claimer = f"front-{uuid.uuid4().hex[:8]}"
         self._failing = False
+        self._answering: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -124,14 +127,25 @@ class PendingRuns:
         self._failing = False
         now = time.monotonic()
         for run, state in zip(runs, states, strict=True):
-            if state is WatchState.DONE:
+            if run.taking:
+                self._spawn(run)  # a takeover whose reply was lost: asked again (idempotent)
+            elif state is WatchState.DONE:
                 self._runs.pop(run.job.run_id, None)
             elif state is WatchState.PENDING:
                 run.vanished_since = None
             elif run.vanished_since is None:
                 run.vanished_since = now
             elif now - run.vanished_since >= self.confirm_seconds:
-                await self._answer(run)
+                run.taking = True
+                self._spawn(run)
+
+    def _spawn(self, run: _Pending) -> None:
+        """Answer on a task of its own: a slow Slack never delays the other runs' renewals."""
+        if any(t.get_name() == f"diag-vanished-{run.job.run_id}" for t in self._answering):
+            return
+        task = asyncio.create_task(self._answer(run), name=f"diag-vanished-{run.job.run_id}")
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
 
     async def _answer(self, run: _Pending) -> None:
         try:
@@ -148,6 +162,10 @@ class PendingRuns:
             except Exception as exc:
                 _log.error("vanished run %s not answered: %s", run.job.run_id, type(exc).__name__)
 
-    async def aclose(self) -> None:
+    async def aclose(self, timeout_seconds: float = 5.0) -> None:
+        """Stop watching; answers being posted get a bounded chance to finish."""
         await stop_task(self._task)
         self._task = None
+        if self._answering:
+            await asyncio.wait(set(self._answering), timeout=timeout_seconds)
+            await stop_tasks(set(self._answering))

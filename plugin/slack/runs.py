@@ -59,7 +59,7 @@ from plugin.slack.render import (
     render_status,
 )
 from plugin.slack.state import Lease, SharedState, ThreadLeases
-from plugin.slack.turns import turn_metadata
+from plugin.slack.turns import answered_in_thread, turn_metadata
 from plugin.usecase import Harness
 
 __all__ = [
@@ -347,23 +347,43 @@ class RunManager:
         if taken.verdict is TakeoverVerdict.DONE:
             _log.info("run %s was answered already: claimed and acknowledged", job.run_id)
             return True
+        fence = queue.answer_fence(job, taken.token, self.claim_grace_seconds)
+        if taken.stale and await self._answered_in_thread(job, client):
+            _log.warning("run %s: its silent owner had posted its answer; not again", job.run_id)
+            await fence.answered()
+            return True
         _log.error("run %s (%s): its worker was lost; answered as failed", job.run_key, job.run_id)
-        await self._answer_failed(job, client, WORKER_LOST_DETAIL, _LOST_NOTE)
-        await queue.mark_answered(job.run_id, taken.token)
+        await self._answer_failed(job, client, WORKER_LOST_DETAIL, _LOST_NOTE, fence)
         return True
 
     async def _answer_vanished(self, job: Job, token: str, client: AsyncWebClient) -> None:
-        """The front's answer for a run the queue lost (its token already taken)."""
+        """The front's answer for a run the queue lost (its token already taken). Redis may
+        have lost the run's answer mark with the queue: the thread is read first."""
         assert self.queue is not None
+        fence = self.queue.answer_fence(job, token, self.claim_grace_seconds)
+        if await self._answered_in_thread(job, client):
+            _log.warning("run %s: answered before the queue lost it; not again", job.run_id)
+            await fence.answered()
+            return
         _log.error(
             "run %s (%s): the run queue lost it; answered as failed", job.run_key, job.run_id
         )
-        await self._answer_failed(job, client, QUEUE_LOST_DETAIL, _QUEUE_LOST_NOTE)
-        await self.queue.mark_answered(job.run_id, token)
+        await self._answer_failed(job, client, QUEUE_LOST_DETAIL, _QUEUE_LOST_NOTE, fence)
+
+    async def _answered_in_thread(self, job: Job, client: AsyncWebClient) -> bool:
+        """Whether the run's answer is in its thread already; False when Slack cannot say (an
+        answer too many is then better than none)."""
+        try:
+            return await answered_in_thread(client, job.channel, job.thread_ts, job.run_id)
+        except Exception as exc:
+            _log.warning("thread of %s not read: %s", job.run_id, _slack_error(exc))
+            return False
 
     async def _answer_failed(
-        self, job: Job, client: AsyncWebClient, detail: str, note: str
+        self, job: Job, client: AsyncWebClient, detail: str, note: str, fence: Fence
     ) -> None:
+        """Answer a run that did not run to its end here: its audit record, the answer (marked
+        posted right after it is), the status message's last word, the thread released."""
         req = _job_request(job, client)
         result = self.harness.record_lost(
             job.run_id,
@@ -373,7 +393,7 @@ class RunManager:
             hooks=self._hooks,
         )
         self.completed.append(result)
-        await self._post_result(req, result, EvidenceCollector(), NO_FENCE)
+        await self._post_result(req, result, EvidenceCollector(), fence)
         if job.status_ts is not None:
             await self._final_status(req, job.status_ts, job.run_key, note)
         lease = Lease(thread_key=job.thread_key, run_key=job.lease_key, channel=job.channel)

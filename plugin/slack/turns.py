@@ -45,6 +45,7 @@ __all__ = [
     "METADATA_MAX_BYTES",
     "TURN_MAX_WIRE_BYTES",
     "RecordedInput",
+    "answered_in_thread",
     "bound_turn",
     "find_recorded_input",
     "freeze_turn",
@@ -211,6 +212,26 @@ async def _thread_messages(
         if not cursor:
             break
     return messages
+
+
+async def answered_in_thread(
+    client: AsyncWebClient, channel: str, thread_ts: str, run_id: str
+) -> bool:
+    """Whether the thread already holds a bot's final answer of run ``run_id``: its metadata
+    names the run, or (the plain fallback, posted without metadata) its text does. Asked
+    before answering a run for which Redis cannot say (a mark lost with a restart, an owner
+    that died while posting); raises when Slack cannot be read."""
+    for message in await _thread_messages(client, channel, thread_ts):
+        if not message.get("bot_id"):
+            continue
+        metadata = message.get("metadata")
+        payload = metadata.get("event_payload") if isinstance(metadata, dict) else None
+        if isinstance(payload, dict) and payload.get("run_id") == run_id:
+            return True
+        text = message.get("text")
+        if isinstance(text, str) and f"Run {run_id}" in text:
+            return True
+    return False
 
 
 def _ours(message: dict[str, Any], bot_id: str | None) -> dict[str, Any] | None:

@@ -33,7 +33,7 @@ import uuid
 from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.aio import stop_task, stopping
+from plugin.aio import stop_task, stop_tasks, stopping
 from plugin.errors import ConfigError
 from plugin.settings import Settings
 from plugin.slack import add_retry_handlers
@@ -97,6 +97,9 @@ class Worker:
         )
         self._running: dict[str, tuple[Job, str]] = {}
         self._freed = asyncio.Event()
+        self._abandon = asyncio.Event()
+        self._answering: set[asyncio.Task[None]] = set()
+        self._claimed: set[str] = set()
         self.claim_seconds = settings.job_claim_after_seconds
 
     @property
@@ -117,20 +120,38 @@ class Worker:
                 self.settings.max_concurrent_runs,
                 self.claim_seconds,
             )
-            heartbeat = asyncio.create_task(self._heartbeat(stop), name="diag-worker-heartbeat")
+            heartbeat = asyncio.create_task(self._heartbeat(), name="diag-worker-heartbeat")
+            claims = asyncio.create_task(self._claims(stop), name="diag-worker-claims")
             await self._take(stop)
             _log.info("stop signal received: taking no more jobs")
         finally:
+            await self._drain(heartbeat, claims)
+        _log.info("worker %s stopped", self.consumer)
+        return EXIT_OK
+
+    async def _drain(
+        self, heartbeat: asyncio.Task[None] | None, claims: asyncio.Task[None] | None
+    ) -> None:
+        """Runs in flight end within their deadlines (past the deadline plus 5 s they are
+        cancelled, and a run still waiting for Redis to take its answer gives it up, its job
+        left pending for a claimer); lost jobs being answered finish; then close."""
+        bound = self.settings.deadline_seconds + _DRAIN_SLACK_SECONDS
+        abandon = asyncio.get_running_loop().call_later(bound, self._abandon.set)
+        try:
             in_flight = self.manager.running_jobs
             if in_flight:
                 _log.info("draining %d run(s)", in_flight)
-            await self.manager.drain(self.settings.deadline_seconds + _DRAIN_SLACK_SECONDS)
+            await stop_task(claims)
+            await self.manager.drain(bound)
             await self.manager.wait_idle()
+            if self._answering:
+                await asyncio.wait(set(self._answering), timeout=_DRAIN_SLACK_SECONDS)
+        finally:
+            abandon.cancel()
+            await stop_tasks(set(self._answering))
             await stop_task(heartbeat)
             await self.manager.close()
             await self._redis.aclose()
-        _log.info("worker %s stopped", self.consumer)
-        return EXIT_OK
 
     async def _ready(self, stop: asyncio.Event) -> bool:
         """Create the consumer group if needed; False when stopped before Redis answered."""
@@ -177,6 +198,8 @@ class Worker:
             task.cancel()
 
     async def _accept(self, entry_id: str, parsed: Job | Poison) -> None:
+        if entry_id in self._running:
+            return  # delivered again (its group was created anew) while it runs here
         if isinstance(parsed, Poison):
             await self.manager.answer_poison(
                 entry_id, parsed, self.client, self.queue, self.consumer
@@ -193,12 +216,16 @@ class Worker:
 
     def _start(self, entry_id: str, job: Job, token: str) -> None:
         self._running[entry_id] = (job, token)
-        fence = self.queue.fence(job, token, give_up_seconds=_answer_patience(self.claim_seconds))
+        fence = self.queue.fence(
+            job, token, give_up_seconds=_answer_patience(self.claim_seconds), abandon=self._abandon
+        )
 
         async def done() -> None:
-            if fence.gave_up:  # never answered: left pending, a claimer answers it
+            # A job whose run lost its token is another's now (a claimer answers it, and acks
+            # it); one whose answer was given up stays pending for a claimer.
+            if fence.gave_up:
                 _log.error("job %s left pending for a claimer: its answer was not posted", entry_id)
-            else:
+            elif not fence.lost:
                 await self._ack(entry_id)
             self._running.pop(entry_id, None)
             self._freed.set()
@@ -212,17 +239,25 @@ class Worker:
         except Exception as exc:
             _log.error("job %s not acknowledged: %s", entry_id, type(exc).__name__)
 
-    async def _heartbeat(self, stop: asyncio.Event) -> None:
+    async def _heartbeat(self) -> None:
+        """Touch the jobs held here and trim the stream: on its own task, so that nothing a
+        claim waits for (a slow Slack) ever delays a touch."""
         interval = heartbeat_seconds(self.claim_seconds)
         while not stopping():
             await asyncio.sleep(interval)
             await self._touch()
-            if not stop.is_set():
-                await self._claim_lost()
-                try:
-                    await self.queue.trim()
-                except Exception as exc:
-                    _log.warning("trimming the run queue failed: %s", type(exc).__name__)
+            try:
+                await self.queue.trim()
+            except Exception as exc:
+                _log.warning("trimming the run queue failed: %s", type(exc).__name__)
+
+    async def _claims(self, stop: asyncio.Event) -> None:
+        """Claim the lost jobs every heartbeat interval; each is answered on a task of its own
+        (a drain lets those finish)."""
+        interval = heartbeat_seconds(self.claim_seconds)
+        while not stopping() and not stop.is_set():
+            await asyncio.sleep(interval)
+            await self._claim_lost()
 
     async def _touch(self) -> None:
         running = [(e, job.run_id, token) for e, (job, token) in self._running.items()]
@@ -246,17 +281,27 @@ class Worker:
             _log.warning("claiming lost jobs failed: %s", type(exc).__name__)
             return
         for entry_id, parsed in lost:
-            if entry_id in self._running:
-                continue  # our own (a heartbeat that came late): still running here
-            try:
-                if isinstance(parsed, Poison):
-                    await self.manager.answer_poison(
-                        entry_id, parsed, self.client, self.queue, self.consumer
-                    )
-                elif await self.manager.answer_lost(parsed, self.client, self.queue, self.consumer):
-                    await self._ack(entry_id)
-            except Exception as exc:
-                _log.error("lost job %s not answered: %s", entry_id, type(exc).__name__)
+            if entry_id in self._running or entry_id in self._claimed:
+                continue  # our own (a heartbeat that came late), or being answered already
+            self._claimed.add(entry_id)
+            task = asyncio.create_task(
+                self._answer_claimed(entry_id, parsed), name=f"diag-claim-{entry_id}"
+            )
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
+
+    async def _answer_claimed(self, entry_id: str, parsed: Job | Poison) -> None:
+        try:
+            if isinstance(parsed, Poison):
+                await self.manager.answer_poison(
+                    entry_id, parsed, self.client, self.queue, self.consumer
+                )
+            elif await self.manager.answer_lost(parsed, self.client, self.queue, self.consumer):
+                await self._ack(entry_id)
+        except Exception as exc:
+            _log.error("lost job %s not answered: %s", entry_id, type(exc).__name__)
+        finally:
+            self._claimed.discard(entry_id)
 
 
 def _answer_patience(claim_seconds: float) -> float:
