@@ -59,6 +59,7 @@ class RecordingSlackApi(LoopbackServer):
     socket_mode_url: str | None = None
     """What ``apps.connections.open`` answers (a local WebSocket server in tests)."""
     _failures: dict[str, list[_Failure]] = field(default_factory=dict)
+    _delays: dict[str, list[tuple[float, Match | None]]] = field(default_factory=dict)
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _ts: Iterable[int] = field(default_factory=lambda: itertools.count(1))
     _runner: web.AppRunner | None = None
@@ -89,6 +90,12 @@ class RecordingSlackApi(LoopbackServer):
         """Make the next ``times`` calls of ``method`` (those ``match`` accepts) fail."""
         failure = _Failure(status, error, retry_after, times, match)
         self._failures.setdefault(method, []).append(failure)
+
+    def delay(self, method: str, seconds: float, *, match: Match | None = None) -> None:
+        """Answer every call of ``method`` (those ``match`` accepts) ``seconds`` late, AFTER
+        it took effect: a message is in the channel while its poster still waits (a slow
+        Slack, a 429's Retry-After, a timeout on the way back)."""
+        self._delays.setdefault(method, []).append((seconds, match))
 
     def seed_message(self, channel: str, **message: Any) -> dict[str, Any]:
         """Put a message into a channel, e.g. a user's mention or an older bot answer."""
@@ -127,6 +134,9 @@ class RecordingSlackApi(LoopbackServer):
             "apps.connections.open": self._connections_open,
         }.get(method)
         body = handler(params) if handler else {"ok": True}
+        for seconds, match in self._delays.get(method, ()):
+            if match is None or match(params):
+                await asyncio.sleep(seconds)
         return web.json_response(body)
 
     def _take_failure(self, method: str, params: dict[str, Any]) -> _Failure | None:

@@ -348,3 +348,97 @@ async def _until_len(admin: Any, n: int) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("entries not queued")
+
+
+async def test_redis_flushed_right_after_an_answer_gives_no_second_answer(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    # The worker answered; Redis loses everything before the front's next look at its queued
+    # runs. The front finds no entry, no answer mark and no worker saying it runs the job —
+    # and the answer in the thread: it says nothing more (no false QUEUE_LOST).
+    model = await model_server([ModelStep(content=draft_json(conclusion=False))])
+    thread = "1764300000.001601"
+    async with own_redis(tmp_path) as redis, RecordingSlackApi() as slack:
+        env = _env(tmp_path, slack, model.base_url, redis)
+        front, port = await _front(env, tmp_path)
+        worker = await _worker(env, tmp_path)
+        try:
+            assert await post_signed(port, mention_body("EvFLSH0001", thread)) == 200
+            await _until(lambda: len(_answers(slack, thread)) == 1, 30, "answered")
+            admin = redis.client()
+            try:
+                await admin.flushdb()
+            finally:
+                await admin.aclose()
+            await front.wait_for_log("answered before the queue lost it", within=20)
+            await _stop(worker, front)
+        finally:
+            for process in (worker, front):
+                await process.aclose()
+    assert [_outcome(a) for a in _answers(slack, thread)] == ["DRAFT"]
+    assert len(_replies(slack, thread)) == 1
+    assert list(_runs_audited(tmp_path).values()) == [1]
+    _no_traceback(front, worker)
+
+
+async def test_an_owner_killed_while_its_answer_is_on_its_way_is_not_answered_twice(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    # The owner's answer is in the thread but Slack's reply to it is slow, and the owner is
+    # SIGKILLed before it could mark the answer posted. A claimer waits out the grace period
+    # (60 s), takes the run over, reads the thread, finds the answer: no WORKER_LOST.
+    model = await model_server([ModelStep(content=draft_json(conclusion=False))])
+    thread = "1764300000.001701"
+    async with own_redis(tmp_path) as redis, RecordingSlackApi() as slack:
+        slack.delay("chat.postMessage", 3.0, match=lambda p: bool(p.get("metadata")))
+        env = _env(tmp_path, slack, model.base_url, redis)
+        front, port = await _front(env, tmp_path)
+        owner = await _worker(env, tmp_path)
+        try:
+            assert await post_signed(port, mention_body("EvKPST0001", thread)) == 200
+            await owner.wait_for_log("taken by")
+            claimer = await _worker(env, tmp_path)
+            await _until(lambda: len(_answers(slack, thread)) == 1, 30, "the answer posted")
+            owner.send(signal.SIGKILL)
+            await claimer.wait_for_log("had posted its answer; not again", within=90)
+            await _stop(claimer, front)
+        finally:
+            await owner.aclose()
+            await claimer.aclose()
+            await front.aclose()
+    assert [_outcome(a) for a in _answers(slack, thread)] == ["DRAFT"]
+    assert len(_replies(slack, thread)) == 1
+    _no_traceback(front, claimer)
+
+
+async def test_a_slow_slack_while_answering_a_lost_job_never_costs_a_healthy_run(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    # Three one-slot workers run three jobs; one is SIGKILLed. The WORKER_LOST post of its
+    # job takes 8 s (a slow Slack), longer than the claim time: the claimer's own job keeps
+    # its heartbeat (claims are answered apart from touches) and is answered by its worker.
+    threads = [f"1764300000.00180{i}" for i in range(3)]
+    model = await model_server(
+        [ModelStep(content=draft_json(conclusion=False), delay_seconds=20.0) for _ in threads]
+    )
+    async with own_redis(tmp_path) as redis, RecordingSlackApi() as slack:
+        slack.delay("chat.postMessage", 8.0, match=lambda p: "WORKER_LOST" in json.dumps(p))
+        env = _env(tmp_path, slack, model.base_url, redis, DIAG_MAX_CONCURRENT_RUNS="1")
+        front, port = await _front(env, tmp_path)
+        workers = [await _worker(env, tmp_path) for _ in threads]
+        try:
+            for i, ts in enumerate(threads):
+                assert await post_signed(port, mention_body(f"EvSLOW000{i}", ts)) == 200
+            await asyncio.wait_for(model.wait_for_requests(len(threads)), 30)
+            workers[0].send(signal.SIGKILL)
+            await _until(
+                lambda: all(len(_answers(slack, ts)) == 1 for ts in threads), 60, "all answered"
+            )
+            await asyncio.sleep(CLAIM)
+            await _stop(workers[1], workers[2], front)
+        finally:
+            for process in (*workers, front):
+                await process.aclose()
+    outcomes = sorted(_outcome(a) for ts in threads for a in _answers(slack, ts))
+    assert outcomes == ["DRAFT", "DRAFT", "WORKER_LOST"], outcomes
+    _no_traceback(front, workers[1], workers[2])
