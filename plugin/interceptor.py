@@ -42,7 +42,7 @@ from plugin.envelope import (
     parse_envelope,
 )
 from plugin.errors import CollectionStopped, RunStop, StopReason
-from plugin.ledger import Invocation, InvocationStatus, next_streak
+from plugin.ledger import CANCELLED, Invocation, InvocationStatus, next_streak
 from plugin.observations import (
     ID_MISSING,
     ID_REUSED,
@@ -81,6 +81,7 @@ INPUT_MODELS: Mapping[ToolName, type[BaseModel]] = {
 STOP_REQUIRED_CODE = "STOP_REQUIRED"
 AFTER_STOP_REQUIRED = "tool requested after STOP_REQUIRED"
 OVER_CAPACITY = "no room left in the run capacity for the round's answers"
+CUT_OFF_TIMEOUT = AdapterErrorCode.TIMEOUT.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,18 +453,14 @@ class ToolInterceptor:
         ctx.usage.tool_calls += 1
         ctx.hooks.tool_started(ctx, decision.tool, decision.scope)
         started = ctx.elapsed_ms()
-        result = await self._invoke(decision)
-        invocation = self._invocation(
-            decision.tool,
-            decision.tool_call_id,
-            code=None,
-            business=decision.business,
-            scope=decision.scope,
-            status=InvocationStatus.READY,
-        )
-        invocation.canonical = decision.canonical
-        invocation.started_ms = started
-        invocation.duration_ms = ctx.elapsed_ms() - started
+        try:
+            result = await self._invoke(decision)
+        except BaseException:
+            # The deadline, a Cancel or a stop cut the call off: the adapter did run, so the
+            # call is still a canonical invocation (CONTRACTS §6), never citable.
+            self._record_cut_off(decision, started)
+            raise
+        invocation = self._executed(decision, started, InvocationStatus.READY)
         projected = None if isinstance(result, Failed) else self._project(decision, result)
         if projected is None:
             code = result.code if isinstance(result, Failed) else AdapterErrorCode.INTERNAL
@@ -481,6 +478,34 @@ class ToolInterceptor:
             invocation.evaluation = Evaluation.NO_GAIN
             ctx.ledger.count(Evaluation.NO_GAIN)
         return text, invocation
+
+    def _executed(
+        self, decision: Execute, started: float, status: InvocationStatus, code: str | None = None
+    ) -> Invocation:
+        """The canonical invocation of a call that reached its adapter."""
+        invocation = self._invocation(
+            decision.tool,
+            decision.tool_call_id,
+            code=code,
+            business=decision.business,
+            scope=decision.scope,
+            status=status,
+        )
+        invocation.canonical = decision.canonical
+        invocation.started_ms = started
+        invocation.duration_ms = self._ctx.elapsed_ms() - started
+        return invocation
+
+    def _record_cut_off(self, decision: Execute, started: float) -> None:
+        """Record a call ended mid-call: ``TIMEOUT`` at the deadline, else ``CANCELLED``.
+
+        No observation was given for it (the model never sees one), so it has no bytes.
+        """
+        ctx = self._ctx
+        code = CUT_OFF_TIMEOUT if ctx.abort_reason is StopReason.DEADLINE_EXCEEDED else CANCELLED
+        invocation = self._executed(decision, started, InvocationStatus.ERROR, code)
+        ctx.ledger.record(invocation)
+        ctx.hooks.tool_invocation(ctx, invocation)
 
     def _project(self, decision: Execute, result: Ready) -> tuple[str, int, bool] | None:
         """The READY observation, or None when the adapter's items cannot be projected."""

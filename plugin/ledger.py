@@ -15,7 +15,11 @@ from typing import Any
 from plugin.envelope import Evaluation
 from tools.base import ToolName
 
-__all__ = ["Invocation", "InvocationLedger", "InvocationStatus", "next_streak"]
+__all__ = ["CANCELLED", "Invocation", "InvocationLedger", "InvocationStatus", "next_streak"]
+
+CANCELLED = "CANCELLED"
+"""The ``error_code`` of a call a Cancel or a stop cut off mid-call (in the ledger only: the
+model never sees it). One the deadline cut off is ``TIMEOUT``."""
 
 
 class InvocationStatus(StrEnum):
