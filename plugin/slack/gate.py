@@ -16,12 +16,12 @@ __all__ = [
     "gate_mention",
     "is_slack_ts",
     "malformed_detail",
+    "own_mention_removed",
     "retry_number",
     "slack_ts",
-    "strip_mentions",
 ]
 
-_MENTION = re.compile(r"<@[UW][A-Z0-9]+(?:\|[^>]*)?>")
+_USER_ID = re.compile(r"[UW][A-Z0-9]{1,40}")
 # A Slack message timestamp: seconds, a dot, a sequence (``1764300000.000100``); ASCII, bounded.
 _TS = re.compile(r"[0-9]{1,12}\.[0-9]{1,9}")
 
@@ -38,9 +38,41 @@ class IgnoreReason(StrEnum):
     MALFORMED = "MALFORMED"
 
 
-def strip_mentions(text: str) -> str:
-    """The mention text without user mentions, trimmed: the query, otherwise verbatim."""
-    return _MENTION.sub(" ", text).strip()
+def own_mention_removed(text: str, bot_user_id: str | None) -> str:
+    """The Query of a message mentioning the bot: ``text`` with the bot's own mentions removed
+    and every other character kept as posted (CONTRACTS §1) — other people's mentions, links,
+    spaces and line breaks included.
+
+    A mention (``<@U…>`` or ``<@U…|label>``) goes with the whitespace that separated it from the
+    text: the whitespace after it, or, when none follows (the end of the text, punctuation),
+    the whitespace before it. ``bot_user_id`` None or malformed: nothing is removed.
+    """
+    if bot_user_id is None or _USER_ID.fullmatch(bot_user_id) is None:
+        return text
+    mention = re.compile(rf"<@{bot_user_id}(?:\|[^>]*)?>")
+    kept: list[str] = []
+    position = 0
+    for found in mention.finditer(text):
+        start, end = found.span()
+        after = _whitespace_end(text, end)
+        if after == end:  # nothing follows: the whitespace before it goes instead
+            start = _whitespace_start(text, start, position)
+        kept.append(text[position:start])
+        position = after
+    kept.append(text[position:])
+    return "".join(kept)
+
+
+def _whitespace_end(text: str, index: int) -> int:
+    while index < len(text) and text[index].isspace():
+        index += 1
+    return index
+
+
+def _whitespace_start(text: str, index: int, floor: int) -> int:
+    while index > floor and text[index - 1].isspace():
+        index -= 1
+    return index
 
 
 def slack_ts(value: object) -> str | None:
