@@ -470,9 +470,7 @@ async def probe_model(
             if report.stopped:
                 report.capabilities[capability] = Finding(False, f"not probed: {report.stopped}")
                 continue
-            answer, seconds = await _timed_send(
-                client, url, body, request_seconds, capability, say
-            )
+            answer, seconds = await _timed_send(client, url, body, request_seconds, capability, say)
             report.requests += 1
             answers.append(answer)
             found = _JUDGES[capability](answer)
