@@ -43,34 +43,42 @@ def own_mention_removed(text: str, bot_user_id: str | None) -> str:
     and every other character kept as posted (CONTRACTS §1) — other people's mentions, links,
     spaces and line breaks included.
 
-    A mention (``<@U…>`` or ``<@U…|label>``) goes with the whitespace that separated it from the
-    text: the whitespace after it, or, when none follows (the end of the text, punctuation),
-    the whitespace before it. ``bot_user_id`` None or malformed: nothing is removed.
+    A mention (``<@U…>`` or ``<@U…|label>``) goes with the one whitespace run that separated it
+    from the text, so the words around it join as if it had not been written: at the end of the
+    text, the whitespace before (and after) it; at the start of a line, the whitespace after
+    it; elsewhere the spaces before it (a line break before it stays). Glued to a word or a mark
+    (``a,<@U…> b``) it goes alone. ``bot_user_id`` None or malformed: nothing is removed.
     """
     if bot_user_id is None or _USER_ID.fullmatch(bot_user_id) is None:
         return text
     mention = re.compile(rf"<@{bot_user_id}(?:\|[^>]*)?>")
     kept: list[str] = []
-    position = 0
+    position, line_start = 0, True  # what is kept so far is empty or ends a line
     for found in mention.finditer(text):
-        start, end = found.span()
-        after = _whitespace_end(text, end)
-        if after == end:  # nothing follows: the whitespace before it goes instead
-            start = _whitespace_start(text, start, position)
+        before = text[position : found.start()]
+        at_line_start = before.endswith("\n") or (not before and line_start)
+        start, end = _separated(text, found.start(), found.end(), position, at_line_start)
         kept.append(text[position:start])
-        position = after
+        if kept[-1]:
+            line_start = kept[-1].endswith("\n")
+        position = end
     kept.append(text[position:])
     return "".join(kept)
 
 
-def _whitespace_end(text: str, index: int) -> int:
-    while index < len(text) and text[index].isspace():
-        index += 1
-    return index
+def _separated(text: str, start: int, end: int, floor: int, at_line_start: bool) -> tuple[int, int]:
+    """The span to remove: the mention at ``start:end`` and the whitespace that separated it."""
+    if text[end:].isspace() or end == len(text):
+        return _spaces_before(text, start, floor, newlines=True), len(text)
+    if at_line_start:
+        while end < len(text) and text[end].isspace():
+            end += 1
+        return start, end
+    return _spaces_before(text, start, floor, newlines=False), end
 
 
-def _whitespace_start(text: str, index: int, floor: int) -> int:
-    while index > floor and text[index - 1].isspace():
+def _spaces_before(text: str, index: int, floor: int, *, newlines: bool) -> int:
+    while index > floor and text[index - 1].isspace() and (newlines or text[index - 1] != "\n"):
         index -= 1
     return index
 

@@ -42,6 +42,14 @@ OTHERS = "why did <@U0ALICE99> deploy <https://ci.example/run/42|run 42> at 10:0
         (f"payment-api <@{BOT}>, since 10:05", "payment-api, since 10:05"),
         (f"<@{BOT}> <@{BOT}> twice", "twice"),
         (f"<@{BOT}>x", "x"),
+        # Line breaks are the poster's: only the separator of the mention goes.
+        (f"hello <@{BOT}>\n\nworld", "hello\n\nworld"),
+        (f"line1\n<@{BOT}> line2", "line1\nline2"),
+        (f"x\n<@{BOT}>\n<@{BOT}> y", "x\ny"),
+        (f"<@{BOT}>\n\nwhy <@U0ALICE99>?\n\n<@{BOT}>  ", "why <@U0ALICE99>?"),
+        (f"a,<@{BOT}> b", "a, b"),
+        (f"(<@{BOT}>)", "()"),
+        (f"x\n\n  <@{BOT}> y", "x\n\n y"),
         # Another user whose id starts with the bot's is someone else.
         (f"<@{BOT}> ask <@{BOT}1> and <@{BOT}2|ann>", f"ask <@{BOT}1> and <@{BOT}2|ann>"),
         # Spacing, special and channel mentions, markup and look-alikes stay as posted.
