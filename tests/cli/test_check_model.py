@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -371,13 +371,15 @@ async def test_a_slow_first_answer_is_waited_for_with_progress(
     assert found["usage"]["seconds"] is None  # no request of its own
     lines = _progress(checked.err)
     assert lines[0] == "probing tool_calling (waiting up to 4 s)"
-    assert lines[1:3] == [
-        "still waiting for tool_calling: 1 s of at most 4 s",
-        "still waiting for tool_calling: 2 s of at most 4 s",
-    ]
-    assert lines[3].startswith("tool_calling took 2.")
-    assert [line.split()[0] for line in lines[4:]] == ["probing", "parallel_tool_calls"] * 1 + [
-        "probing", "json_schema_with_tools",
+    took = next(n for n, line in enumerate(lines) if line.startswith("tool_calling took "))
+    waiting = lines[1:took]  # a line a second (a tenth of the bound, at least 1 s)
+    assert 1 <= len(waiting) <= 3, lines
+    tick = re.compile(r"still waiting for tool_calling: \d s of at most 4 s")
+    assert all(tick.fullmatch(w) for w in waiting), waiting
+    assert 2.5 <= float(lines[took].split()[2]) < 4
+    assert [line.split()[:2] for line in lines[took + 1 :]] == [
+        ["probing", "parallel_tool_calls"], ["parallel_tool_calls", "took"],
+        ["probing", "json_schema_with_tools"], ["json_schema_with_tools", "took"],
     ]  # fmt: skip
     json.loads(checked.out)  # stdout is still exactly one JSON object
 
@@ -392,9 +394,7 @@ async def test_a_probe_slower_than_the_model_timeout_stops_at_it(
     tmp_path: Path, capability_server: StartCapable
 ) -> None:
     server = await capability_server([echo(delay_seconds=5)])
-    started = time.monotonic()
     checked = await check(tmp_path, server, "--json", DIAG_MODEL_TIMEOUT_SECONDS="1.5")
-    assert time.monotonic() - started < 5  # process start included
     assert checked.code == 1
     model = checked.model
     assert model["requests"] == 1 and "no answer within 1.5 s" in model["detail"]
@@ -421,14 +421,14 @@ async def test_an_answer_trickling_past_the_model_timeout_is_cut_at_it(tmp_path:
     try:
         env = {"OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1", "OPENAI_API_KEY": KEY,
                "DIAG_MODEL": MODEL, "DIAG_MODEL_TIMEOUT_SECONDS": "1.5"}  # fmt: skip
-        started = time.monotonic()
         checked = await run_check_model(tmp_path, "--json", secrets=(KEY,), **env)
-        assert time.monotonic() - started < 6
     finally:
         server.close()
     assert checked.code == 1
     assert "no answer within 1.5 s" in checked.model["detail"]
     assert checked.model["requests"] == 1
+    # cut at the bound although every read got a byte well within it
+    assert 1.5 <= checked.model["capabilities"]["tool_calling"]["seconds"] < 2.5
 
 
 @pytest.mark.parametrize(("setting", "bound"), [("60", "60"), ("45.5", "45.5"), ("600", "120")])
