@@ -82,21 +82,32 @@ class Budgets:
     def tool_calls_left(self, usage: Usage) -> int:
         return self.max_tool_calls - usage.tool_calls
 
+    def tokens_left(self, usage: Usage) -> int:
+        return self.max_total_tokens - usage.total_tokens
+
     def saturated(self, no_gain_streak: int) -> bool:
         """Enough consecutive NO_GAIN evaluations: collecting more evidence is not worth it."""
         return no_gain_streak >= self.no_gain_streak
 
-    def must_stop(self, usage: Usage, no_gain_streak: int) -> bool:
-        """The next tool request is answered STOP_REQUIRED whatever it asks.
+    def stop_cause(self, usage: Usage, no_gain_streak: int) -> StopReason | None:
+        """Why the next tool request is answered STOP_REQUIRED whatever it asks; None: it isn't.
 
-        Saturated; no business tool call left; or at most one model round left (that round is
-        kept for the Draft). Byte capacity is checked per observation (``keeps_draft``).
+        In order: saturated (``INFORMATION_SATURATED``); no business tool call left
+        (``TOOL_CALL_BUDGET_EXHAUSTED``); at most one model round left, kept for the Draft
+        (``MODEL_CALL_BUDGET_EXHAUSTED``); the tokens left pay for at most one more round like
+        the last one — a round costs at least what the one before it did, the conversation only
+        grows — so that round is kept for the Draft (``TOKEN_BUDGET_EXHAUSTED``). Byte capacity
+        is checked per observation (``keeps_draft``).
         """
-        return (
-            self.saturated(no_gain_streak)
-            or self.tool_calls_left(usage) <= 0
-            or self.rounds_left(usage) <= 1
-        )
+        if self.saturated(no_gain_streak):
+            return StopReason.INFORMATION_SATURATED
+        if self.tool_calls_left(usage) <= 0:
+            return StopReason.TOOL_CALL_BUDGET_EXHAUSTED
+        if self.rounds_left(usage) <= 1:
+            return StopReason.MODEL_CALL_BUDGET_EXHAUSTED
+        if self.tokens_left(usage) < 2 * usage.last_round_tokens:
+            return StopReason.TOKEN_BUDGET_EXHAUSTED
+        return None
 
     def keeps_draft(self, usage: Usage, nbytes: int) -> bool:
         """``nbytes`` more observation text still leaves room for a full Draft."""
@@ -117,6 +128,8 @@ class Usage:
     tool_calls: int = 0
     bytes: int = 0
     usage_estimated: bool = False
+    last_round_tokens: int = 0
+    """Prompt plus completion tokens of the latest model round."""
 
     @property
     def total_tokens(self) -> int:

@@ -12,8 +12,10 @@ bytes; the MySQL audit probe asks the server to ``EXPLAIN`` the insert (privileg
 nothing written).
 
 With ``--model``, :func:`check_model` probes the model endpoint's capabilities (CONTRACTS §3,
-``plugin.model_probe``: three small requests), prints one line per capability and the settings
-it recommends; ``--json`` adds a top-level ``model`` object with the same.
+``plugin.model_probe``: three small requests, each waiting up to ``DIAG_MODEL_TIMEOUT_SECONDS``
+but at most ``MAX_PROBE_SECONDS``), prints one line per capability with how long its request
+took and the settings it recommends; ``--json`` adds a top-level ``model`` object with the same.
+While a probe waits, progress lines go to the ``progress`` callback (the command line: stderr).
 """
 
 from __future__ import annotations
@@ -475,15 +477,16 @@ async def _app_token(settings: Settings) -> str:
 # --- model: capability probes (CONTRACTS §3; plugin.model_probe) ------------------------------
 
 
-MODEL_REQUEST_SECONDS = 10.0
-"""One probe request's bound (or DIAG_MODEL_TIMEOUT_SECONDS when smaller); three requests."""
-
-
 def _model_timeout(settings: Settings) -> float:
-    return min(settings.model_request_timeout_seconds, MODEL_REQUEST_SECONDS)
+    """One probe request's bound: ``DIAG_MODEL_TIMEOUT_SECONDS``, at most ``MAX_PROBE_SECONDS``."""
+    from plugin.model_probe import probe_seconds
+
+    return probe_seconds(settings.model_request_timeout_seconds)
 
 
-async def check_model(settings: Settings) -> CheckResult:
+async def check_model(
+    settings: Settings, progress: Callable[[str], None] | None = None
+) -> CheckResult:
     """Probe the model endpoint's capabilities (``plugin.model_probe``) and recommend settings.
 
     FAILED (exit 1) when the endpoint cannot be used: unreachable, key refused, no tool call
@@ -503,6 +506,7 @@ async def check_model(settings: Settings) -> CheckResult:
         request_seconds=_model_timeout(settings),
         endpoint=where,
         structured_output=settings.structured_output,
+        progress=progress,
     )
     facts = report.to_json()
     head = f"endpoint {where}, model {settings.model}"
@@ -541,13 +545,20 @@ async def _bounded(
         return _failed(name, f"check failed unexpectedly ({type(exc).__name__})")
 
 
-async def run_checks(settings: Settings, *, model: bool = False) -> list[CheckResult]:
+async def run_checks(
+    settings: Settings, *, model: bool = False, progress: Callable[[str], None] | None = None
+) -> list[CheckResult]:
     """Every part, concurrently; the model endpoint only when asked (its three requests are
-    each bounded, so the whole is bounded by three times that and a margin)."""
+    each bounded, so the whole is bounded by three times that and a margin; ``progress`` gets
+    its lines while it waits)."""
     checks = [_bounded(n, p, settings) for n, p in PROBES]
     if model:
         limit = 3 * _model_timeout(settings) + _CONNECT_SECONDS
-        checks.append(_bounded("model", check_model, settings, limit))
+
+        async def model_probe(s: Settings) -> CheckResult:
+            return await check_model(s, progress)
+
+        checks.append(_bounded("model", model_probe, settings, limit))
     return list(await asyncio.gather(*checks))
 
 
@@ -570,7 +581,8 @@ def _model_lines(facts: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for name, found in (facts.get("capabilities") or {}).items():
         mark = "yes" if found["supported"] else "MISSING"
-        lines.append(f"{'':<9} {mark:<15} {LABELS[Capability(name)]}: {found['reason']}")
+        took = f" ({found['seconds']:.2f} s)" if found.get("seconds") is not None else ""
+        lines.append(f"{'':<9} {mark:<15} {LABELS[Capability(name)]}: {found['reason']}{took}")
     for key, value in (facts.get("recommended") or {}).items():
         lines.append(f"{'':<9} {'recommended':<15} {key}={value}")
     lines += [f"{'':<9} {'warning':<15} {note}" for note in facts.get("warnings") or ()]

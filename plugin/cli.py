@@ -136,6 +136,12 @@ async def _replay(args: argparse.Namespace) -> int:
     return exit_code(output.result)
 
 
+def _check_progress(line: str) -> None:
+    """A model probe's progress, on stderr (stdout carries only the report)."""
+    sys.stderr.write(f"{'model':<9} {line}\n")
+    sys.stderr.flush()
+
+
 async def _check(args: argparse.Namespace) -> int:
     from plugin.check import exit_status, render_json, render_text, run_checks
 
@@ -146,7 +152,7 @@ async def _check(args: argparse.Namespace) -> int:
             return _error(InputRejection.INVALID_SETTINGS.value, str(exc))
         sys.stdout.write(f"{'settings':<9} {'FAILED':<15} {exc}\n")
         return EXIT_REJECTED
-    results = await run_checks(settings, model=args.model)
+    results = await run_checks(settings, model=args.model, progress=_check_progress)
     sys.stdout.write((render_json(results) if args.json else render_text(results)) + "\n")
     return exit_status(results)
 

@@ -36,6 +36,9 @@ class RunContext:
     started_at: float = 0.0
     asked_at: datetime | None = None
     """When the question was asked (what the model was told); recorded in the audit."""
+    abort_reason: StopReason | None = None
+    """Set when the run is being aborted from outside the loop (deadline, Cancel, a stop):
+    how a tool call cut off mid-call is recorded."""
     ledger: InvocationLedger = field(init=False)
 
     def __post_init__(self) -> None:

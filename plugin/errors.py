@@ -6,7 +6,8 @@
     InputRejected(Exception)            the request is refused before any model call (exit 2)
     RunStop(BaseException)              a controlled stop raised inside the framework loop
     ├── BudgetStop                      cancellation, deadline, model-call or token budget
-    └── CollectionStopped               the model asked for a tool after STOP_REQUIRED
+    └── CollectionStopped               the model asked for a tool after STOP_REQUIRED; its
+                                        reason is what caused that STOP_REQUIRED
 
 ``RunStop`` derives from ``BaseException`` on purpose: LlamaIndex turns an ordinary exception
 raised by a tool into an observation and carries on, while a ``BaseException`` propagates out of
@@ -33,6 +34,7 @@ class StopReason(StrEnum):
 
     INFORMATION_SATURATED = "INFORMATION_SATURATED"
     MODEL_CALL_BUDGET_EXHAUSTED = "MODEL_CALL_BUDGET_EXHAUSTED"
+    TOOL_CALL_BUDGET_EXHAUSTED = "TOOL_CALL_BUDGET_EXHAUSTED"
     TOKEN_BUDGET_EXHAUSTED = "TOKEN_BUDGET_EXHAUSTED"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
     CANCELLED = "CANCELLED"
@@ -84,7 +86,11 @@ class BudgetStop(RunStop):
 
 
 class CollectionStopped(RunStop):
-    """The model requested another tool after the harness required the final Draft."""
+    """The model requested another tool after the harness required the final Draft.
 
-    def __init__(self) -> None:
-        super().__init__(StopReason.INFORMATION_SATURATED, "tool requested after STOP_REQUIRED")
+    ``reason`` is the cause of that requirement (CONTRACTS §6): the NO_GAIN streak
+    (``INFORMATION_SATURATED``), the last model round, the tool-call or the token budget.
+    """
+
+    def __init__(self, reason: StopReason) -> None:
+        super().__init__(reason, "tool requested after STOP_REQUIRED")

@@ -10,7 +10,9 @@ invocation, bounds the observation and accounts its bytes.
 Order of checks for one request:
 
 1. STOP_REQUIRED was answered in an earlier round → ``Stop`` (whatever the tool name: an
-   unknown tool does not buy more rounds).
+   unknown tool does not buy more rounds), whose reason is what caused that STOP_REQUIRED
+   (``Budgets.stop_cause``: the NO_GAIN streak, the tool-call, model-call or token budget; the
+   byte capacity counts as the token budget).
 2. unknown tool → ``UNKNOWN_TOOL``; missing, reused or over-long id → ``INVALID_ENVELOPE``
    (neither creates a canonical invocation; the first request of a round that must stop is
    answered STOP_REQUIRED instead).
@@ -42,7 +44,7 @@ from plugin.envelope import (
     parse_envelope,
 )
 from plugin.errors import CollectionStopped, RunStop, StopReason
-from plugin.ledger import Invocation, InvocationStatus, next_streak
+from plugin.ledger import CANCELLED, Invocation, InvocationStatus, next_streak
 from plugin.observations import (
     ID_MISSING,
     ID_REUSED,
@@ -81,6 +83,10 @@ INPUT_MODELS: Mapping[ToolName, type[BaseModel]] = {
 STOP_REQUIRED_CODE = "STOP_REQUIRED"
 AFTER_STOP_REQUIRED = "tool requested after STOP_REQUIRED"
 OVER_CAPACITY = "no room left in the run capacity for the round's answers"
+CUT_OFF_TIMEOUT = AdapterErrorCode.TIMEOUT.value
+# The run's byte capacity (what the model is given to read) is its context budget: a stop it
+# forces is reported as the token budget's, never as saturation (CONTRACTS §6 has no other name).
+CAPACITY_STOP = StopReason.TOKEN_BUDGET_EXHAUSTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,14 +113,15 @@ class Execute:
 class Respond:
     """Answer with this observation; record ``invocation`` unless it is None.
 
-    ``duplicate`` counts one NO_GAIN; ``requires_stop`` marks the answer as STOP_REQUIRED.
+    ``duplicate`` counts one NO_GAIN; ``stop_cause`` marks the answer as STOP_REQUIRED, sent
+    for that cause (the stop reason if the model ignores it).
     """
 
     observation: str
     invocation: Invocation | None
     consumed: Consumed | None = None
     duplicate: bool = False
-    requires_stop: bool = False
+    stop_cause: StopReason | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +133,7 @@ class Stop:
 
     def signal(self) -> RunStop:
         if self.detail == AFTER_STOP_REQUIRED:
-            return CollectionStopped()
+            return CollectionStopped(self.reason)
         return RunStop(self.reason, self.detail)
 
 
@@ -192,8 +199,8 @@ class ToolInterceptor:
         if isinstance(decision, Respond):
             if decision.duplicate:
                 ledger.count(Evaluation.NO_GAIN)
-            if decision.requires_stop:
-                ledger.require_stop(self._ctx.usage.model_calls)
+            if decision.stop_cause is not None:
+                ledger.require_stop(self._ctx.usage.model_calls, decision.stop_cause)
 
     # -- decision (pure) ------------------------------------------------------------------
 
@@ -207,8 +214,9 @@ class ToolInterceptor:
         later: Sequence[tuple[str, str]] = (),
     ) -> Decision:
         """The decision for one request; reads the run's state and changes nothing."""
-        if self._ctx.ledger.stop_required_before(self._ctx.usage.model_calls):
-            return Stop(StopReason.INFORMATION_SATURATED, AFTER_STOP_REQUIRED)
+        ignored = self._ctx.ledger.stop_required_before(self._ctx.usage.model_calls)
+        if ignored is not None:
+            return Stop(ignored, AFTER_STOP_REQUIRED)
         candidate = self._candidate(tool_name, tool_call_id, raw, first_in_round)
         reserve = sum(self._later_bound(call_id, name) for call_id, name in later)
         return self._within_capacity(candidate, tool_name, tool_call_id, reserve)
@@ -231,8 +239,9 @@ class ToolInterceptor:
         try:
             envelope = parse_envelope(raw, INPUT_MODELS[tool])
         except EnvelopeError as exc:
-            if self._must_stop(self._ctx.ledger.no_gain_streak):
-                return self._stop_answer(tool, tool_call_id)
+            cause = self._stop_cause(self._ctx.ledger.no_gain_streak)
+            if cause is not None:
+                return self._stop_answer(tool, tool_call_id, cause)
             return self._reject(tool, tool_call_id, RejectCode.INVALID_ENVELOPE, field=exc.field)
         return self._decide_valid(tool, tool_call_id, envelope)
 
@@ -243,7 +252,8 @@ class ToolInterceptor:
         streak = ledger.no_gain_streak
         refusal = self._evaluation_refusal(tool, tool_call_id, envelope.previous_observation)
         if refusal is not None:
-            return self._stop_answer(tool, tool_call_id) if self._must_stop(streak) else refusal
+            cause = self._stop_cause(streak)
+            return refusal if cause is None else self._stop_answer(tool, tool_call_id, cause)
         consumed = None
         if ledger.pending_evaluation is not None and envelope.previous_observation is not None:
             consumed = Consumed(ledger.pending_evaluation, envelope.previous_observation.evaluation)
@@ -251,11 +261,15 @@ class ToolInterceptor:
         business = envelope.input
         canonical, scope = business.canonical(), business.scope()
         execute = Execute(tool, tool_call_id, business, canonical, scope, consumed)
-        if self._must_stop(streak):
-            return self._stop_answer(tool, tool_call_id, execute)
+        cause = self._stop_cause(streak)
+        if cause is not None:
+            return self._stop_answer(tool, tool_call_id, cause, execute)
         if ledger.already_executed(tool, canonical):
             if self._ctx.budgets.saturated(streak + 1):
-                return replace(self._stop_answer(tool, tool_call_id, execute), duplicate=True)
+                saturated = StopReason.INFORMATION_SATURATED
+                return replace(
+                    self._stop_answer(tool, tool_call_id, saturated, execute), duplicate=True
+                )
             duplicate = self._reject(
                 tool, tool_call_id, RejectCode.DUPLICATE_CALL, business=business, scope=scope
             )
@@ -290,8 +304,8 @@ class ToolInterceptor:
             return None
         return self._reject(tool, tool_call_id, code, expected=pending)
 
-    def _must_stop(self, streak: int) -> bool:
-        return self._ctx.budgets.must_stop(self._ctx.usage, streak)
+    def _stop_cause(self, streak: int) -> StopReason | None:
+        return self._ctx.budgets.stop_cause(self._ctx.usage, streak)
 
     def _id_problem(self, tool_call_id: str, tool: ToolName) -> str | None:
         """An id that could never be evaluated, cited or echoed within the observation bound."""
@@ -329,25 +343,25 @@ class ToolInterceptor:
                 usage, len(candidate.observation.encode("utf-8")) + reserve
             ):
                 return candidate
-            return Stop(StopReason.INFORMATION_SATURATED, OVER_CAPACITY)
+            return Stop(CAPACITY_STOP, OVER_CAPACITY)
         if isinstance(candidate, Execute):
             size = self._max_obs + self._stop_bound
         else:
             size = len(candidate.observation.encode("utf-8"))
-            if not candidate.requires_stop:
+            if candidate.stop_cause is None:
                 size += self._stop_bound
         if budgets.keeps_draft(usage, size + reserve):
             return candidate
         stop = self._as_stop(candidate, tool_name, tool_call_id)
         if budgets.within_capacity(usage, len(stop.observation.encode("utf-8")) + reserve):
             return stop
-        return Stop(StopReason.INFORMATION_SATURATED, OVER_CAPACITY)
+        return Stop(CAPACITY_STOP, OVER_CAPACITY)
 
     def _as_stop(self, candidate: Execute | Respond, tool_name: str, tool_call_id: str) -> Respond:
-        if isinstance(candidate, Respond) and candidate.requires_stop:
+        if isinstance(candidate, Respond) and candidate.stop_cause is not None:
             return candidate
         if isinstance(candidate, Execute):
-            return self._stop_answer(candidate.tool, tool_call_id, candidate)
+            return self._stop_answer(candidate.tool, tool_call_id, CAPACITY_STOP, candidate)
         observation = stop_required_observation(
             tool_call_id, tool_name, max_bytes=self._max_obs, hints=self._hints
         )
@@ -355,7 +369,7 @@ class ToolInterceptor:
         if invocation is not None:
             invocation = replace(invocation, code=STOP_REQUIRED_CODE)
         return Respond(
-            observation, invocation, candidate.consumed, candidate.duplicate, requires_stop=True
+            observation, invocation, candidate.consumed, candidate.duplicate, CAPACITY_STOP
         )
 
     # -- answers --------------------------------------------------------------------------
@@ -370,18 +384,23 @@ class ToolInterceptor:
         field: str = "arguments",
     ) -> Respond:
         """An answer that creates no canonical invocation (unknown tool, unusable id)."""
-        if first_in_round and self._must_stop(self._ctx.ledger.no_gain_streak):
+        cause = self._stop_cause(self._ctx.ledger.no_gain_streak) if first_in_round else None
+        if cause is not None:
             text = stop_required_observation(
                 tool_call_id, tool_name, max_bytes=self._max_obs, hints=self._hints
             )
-            return Respond(text, None, requires_stop=True)
+            return Respond(text, None, stop_cause=cause)
         text = rejected_observation(
             tool_call_id, tool_name, code, field=field, max_bytes=self._max_obs, hints=self._hints
         )
         return Respond(text, None)
 
     def _stop_answer(
-        self, tool: ToolName, tool_call_id: str, execute: Execute | None = None
+        self,
+        tool: ToolName,
+        tool_call_id: str,
+        cause: StopReason,
+        execute: Execute | None = None,
     ) -> Respond:
         invocation = self._invocation(
             tool,
@@ -396,7 +415,7 @@ class ToolInterceptor:
             tool_call_id, tool, max_bytes=self._max_obs, hints=self._hints
         )
         consumed = execute.consumed if execute is not None else None
-        return Respond(text, invocation, consumed, requires_stop=True)
+        return Respond(text, invocation, consumed, stop_cause=cause)
 
     def _reject(
         self,
@@ -452,18 +471,14 @@ class ToolInterceptor:
         ctx.usage.tool_calls += 1
         ctx.hooks.tool_started(ctx, decision.tool, decision.scope)
         started = ctx.elapsed_ms()
-        result = await self._invoke(decision)
-        invocation = self._invocation(
-            decision.tool,
-            decision.tool_call_id,
-            code=None,
-            business=decision.business,
-            scope=decision.scope,
-            status=InvocationStatus.READY,
-        )
-        invocation.canonical = decision.canonical
-        invocation.started_ms = started
-        invocation.duration_ms = ctx.elapsed_ms() - started
+        try:
+            result = await self._invoke(decision)
+        except BaseException:
+            # The deadline, a Cancel or a stop cut the call off: the adapter did run, so the
+            # call is still a canonical invocation (CONTRACTS §6), never citable.
+            self._record_cut_off(decision, started)
+            raise
+        invocation = self._executed(decision, started, InvocationStatus.READY)
         projected = None if isinstance(result, Failed) else self._project(decision, result)
         if projected is None:
             code = result.code if isinstance(result, Failed) else AdapterErrorCode.INTERNAL
@@ -481,6 +496,34 @@ class ToolInterceptor:
             invocation.evaluation = Evaluation.NO_GAIN
             ctx.ledger.count(Evaluation.NO_GAIN)
         return text, invocation
+
+    def _executed(
+        self, decision: Execute, started: float, status: InvocationStatus, code: str | None = None
+    ) -> Invocation:
+        """The canonical invocation of a call that reached its adapter."""
+        invocation = self._invocation(
+            decision.tool,
+            decision.tool_call_id,
+            code=code,
+            business=decision.business,
+            scope=decision.scope,
+            status=status,
+        )
+        invocation.canonical = decision.canonical
+        invocation.started_ms = started
+        invocation.duration_ms = self._ctx.elapsed_ms() - started
+        return invocation
+
+    def _record_cut_off(self, decision: Execute, started: float) -> None:
+        """Record a call ended mid-call: ``TIMEOUT`` at the deadline, else ``CANCELLED``.
+
+        No observation was given for it (the model never sees one), so it has no bytes.
+        """
+        ctx = self._ctx
+        code = CUT_OFF_TIMEOUT if ctx.abort_reason is StopReason.DEADLINE_EXCEEDED else CANCELLED
+        invocation = self._executed(decision, started, InvocationStatus.ERROR, code)
+        ctx.ledger.record(invocation)
+        ctx.hooks.tool_invocation(ctx, invocation)
 
     def _project(self, decision: Execute, result: Ready) -> tuple[str, int, bool] | None:
         """The READY observation, or None when the adapter's items cannot be projected."""

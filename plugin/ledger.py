@@ -13,9 +13,14 @@ from enum import StrEnum
 from typing import Any
 
 from plugin.envelope import Evaluation
+from plugin.errors import StopReason
 from tools.base import ToolName
 
-__all__ = ["Invocation", "InvocationLedger", "InvocationStatus", "next_streak"]
+__all__ = ["CANCELLED", "Invocation", "InvocationLedger", "InvocationStatus", "next_streak"]
+
+CANCELLED = "CANCELLED"
+"""The ``error_code`` of a call a Cancel or a stop cut off mid-call (in the ledger only: the
+model never sees it). One the deadline cut off is ``TIMEOUT``."""
 
 
 class InvocationStatus(StrEnum):
@@ -61,18 +66,24 @@ class InvocationLedger:
     no_gain_streak: int = 0
     stop_required_round: int | None = None
     """The model round whose tool request was answered STOP_REQUIRED, if any."""
+    stop_cause: StopReason | None = None
+    """Why that STOP_REQUIRED was sent: the stop reason when the model ignores it."""
 
     @property
     def stop_required(self) -> bool:
         return self.stop_required_round is not None
 
-    def stop_required_before(self, model_round: int) -> bool:
-        """STOP_REQUIRED was answered in an EARLIER round: the model has seen it."""
-        return self.stop_required_round is not None and self.stop_required_round < model_round
+    def stop_required_before(self, model_round: int) -> StopReason | None:
+        """The cause of a STOP_REQUIRED answered in an EARLIER round (the model has seen it)."""
+        if self.stop_required_round is not None and self.stop_required_round < model_round:
+            return self.stop_cause
+        return None
 
-    def require_stop(self, model_round: int) -> None:
+    def require_stop(self, model_round: int, cause: StopReason) -> None:
+        """The first STOP_REQUIRED of the run: its round and its cause are kept."""
         if self.stop_required_round is None:
             self.stop_required_round = model_round
+            self.stop_cause = cause
 
     def __iter__(self) -> Iterator[Invocation]:
         return iter(self._invocations)

@@ -182,6 +182,7 @@ class ModelRoundGate(BaseCallbackHandler):
             model_round.completion_tokens = _estimate_tokens(response.message)
         usage.prompt_tokens += model_round.prompt_tokens
         usage.completion_tokens += model_round.completion_tokens
+        usage.last_round_tokens = model_round.prompt_tokens + model_round.completion_tokens
         calls = [b for b in response.message.blocks if b.block_type == "tool_call"]
         model_round.tool_calls = len(calls)
         model_round.outcome = "TOOL_CALLS" if calls else "FINAL"

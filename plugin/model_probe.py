@@ -1,7 +1,10 @@
 """``check --model``: what the configured OpenAI-compatible endpoint can do (CONTRACTS §3).
 
-Three small chat-completion requests, sent in this order, each bounded by one timeout, no
-retries, a small ``max_tokens`` and ``temperature`` 0:
+Three small chat-completion requests, sent in this order, each bounded by one timeout (from
+its own start to its whole answer; ``check`` gives it ``DIAG_MODEL_TIMEOUT_SECONDS``, at most
+``MAX_PROBE_SECONDS``: a local model on CPU may need tens of seconds for its first answer), no
+retries, a small ``max_tokens`` and ``temperature`` 0. While a probe waits, a progress line is
+given every few seconds; each finding says how long its request took:
 
 1. ``tool_calling`` — one tiny tool (``probe_echo``) and ``tool_choice`` naming it: a tool call
    must come back, naming that tool, whose arguments parse as a JSON object.
@@ -26,9 +29,10 @@ of the request) — never the error message or the raw body. The API key only go
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -36,12 +40,19 @@ from typing import Any
 import httpx
 
 __all__ = [
+    "MAX_PROBE_SECONDS",
     "Capability",
     "Finding",
     "ModelReport",
     "probe_bodies",
     "probe_model",
+    "probe_seconds",
+    "progress_every",
 ]
+
+MAX_PROBE_SECONDS = 120.0
+"""The longest one probe request may wait, whatever ``DIAG_MODEL_TIMEOUT_SECONDS`` says."""
+_PROGRESS_EVERY_SECONDS = (1.0, 5.0)  # between progress lines: bound/10, within these
 
 PROBE_TOOL = "probe_echo"
 TOOL_MAX_TOKENS = 64
@@ -70,6 +81,8 @@ LABELS = {
 class Finding:
     supported: bool
     reason: str
+    seconds: float | None = None
+    """How long the probe's request took (None: no request of its own, or not sent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +174,11 @@ class ModelReport:
             "failure": self.failure or None,
             "requests": self.requests,
             "capabilities": {
-                c.value: {"supported": f.supported, "reason": f.reason}
+                c.value: {
+                    "supported": f.supported,
+                    "reason": f.reason,
+                    "seconds": round(f.seconds, 3) if f.seconds is not None else None,
+                }
                 for c, f in self.capabilities.items()
             },
             "recommended": self.recommended,
@@ -279,13 +296,65 @@ def _http_problem(response: httpx.Response, sent: Mapping[str, Any]) -> Answer:
     return Answer(None, f"refused ({summary})")
 
 
+def probe_seconds(model_timeout_seconds: float) -> float:
+    """One probe request's bound: the model timeout, at most ``MAX_PROBE_SECONDS``."""
+    return min(model_timeout_seconds, MAX_PROBE_SECONDS)
+
+
+def progress_every(bound_seconds: float) -> float:
+    """Seconds between two "still waiting" lines of a probe bounded by ``bound_seconds``."""
+    low, high = _PROGRESS_EVERY_SECONDS
+    return min(max(bound_seconds / 10, low), high)
+
+
+Progress = Callable[[str], None]
+
+
+async def _timed_send(
+    client: httpx.AsyncClient,
+    url: str,
+    body: Mapping[str, Any],
+    bound: float,
+    what: Capability,
+    progress: Progress,
+) -> tuple[Answer, float]:
+    """Send one probe, bounded from its start to its whole answer; say so while it waits."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    progress(f"probing {what.value} (waiting up to {bound:g} s)")
+    sending = asyncio.ensure_future(_send(client, url, body, bound))
+    try:
+        while True:
+            left = started + bound - loop.time()
+            done, _ = await asyncio.wait({sending}, timeout=min(progress_every(bound), left))
+            if done:
+                answer = sending.result()
+                break
+            waited = loop.time() - started
+            if waited >= bound:
+                answer = Answer(None, _no_answer(bound), fatal=True)
+                break
+            progress(f"still waiting for {what.value}: {waited:.0f} s of at most {bound:g} s")
+    finally:
+        if not sending.done():
+            sending.cancel()
+            await asyncio.gather(sending, return_exceptions=True)
+    seconds = loop.time() - started
+    progress(f"{what.value} took {seconds:.2f} s")
+    return answer, seconds
+
+
+def _no_answer(bound: float) -> str:
+    return f"no answer within {bound:g} s"
+
+
 async def _send(
     client: httpx.AsyncClient, url: str, body: Mapping[str, Any], request_seconds: float
 ) -> Answer:
     try:
         response = await client.post(url, json=body)
     except httpx.TimeoutException:
-        return Answer(None, f"no answer within {request_seconds:g} s", fatal=True)
+        return Answer(None, _no_answer(request_seconds), fatal=True)
     except httpx.HTTPError as exc:
         return Answer(None, f"unreachable ({type(exc).__name__})", fatal=True)
     if not 200 <= response.status_code < 300:
@@ -386,8 +455,12 @@ async def probe_model(
     request_seconds: float,
     endpoint: str,
     structured_output: str = "off",
+    progress: Progress | None = None,
 ) -> ModelReport:
-    """Send the probes in order; stop at the first fatal answer."""
+    """Send the probes in order, each bounded by ``request_seconds``; stop at the first fatal
+    answer. ``progress`` gets a line when a probe starts, every few seconds while it waits, and
+    when it ends."""
+    say = progress if progress is not None else _silent
     report = ModelReport(endpoint=endpoint, model=model, structured_output=structured_output)
     url = base_url.rstrip("/") + "/chat/completions"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -397,11 +470,16 @@ async def probe_model(
             if report.stopped:
                 report.capabilities[capability] = Finding(False, f"not probed: {report.stopped}")
                 continue
-            answer = await _send(client, url, body, request_seconds)
+            answer, seconds = await _timed_send(client, url, body, request_seconds, capability, say)
             report.requests += 1
             answers.append(answer)
-            report.capabilities[capability] = _JUDGES[capability](answer)
+            found = _JUDGES[capability](answer)
+            report.capabilities[capability] = Finding(found.supported, found.reason, seconds)
             if answer.fatal:
                 report.stopped = f"endpoint {endpoint} {answer.problem}"
     report.capabilities[Capability.USAGE] = _judge_usage(answers)
     return report
+
+
+def _silent(line: str) -> None:
+    """No progress wanted."""

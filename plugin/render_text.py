@@ -41,7 +41,13 @@ STOP_EXPLANATIONS = {
         "its final answer when asked to."
     ),
     StopReason.MODEL_CALL_BUDGET_EXHAUSTED: "Stopped: the run used all of its model rounds.",
-    StopReason.TOKEN_BUDGET_EXHAUSTED: "Stopped: the run used all of its token budget.",
+    StopReason.TOOL_CALL_BUDGET_EXHAUSTED: (
+        "Stopped: the run used all of its tool calls, and the model did not write its final "
+        "answer when asked to."
+    ),
+    StopReason.TOKEN_BUDGET_EXHAUSTED: (
+        "Stopped: the run used all of its token budget (or of its room for evidence)."
+    ),
     StopReason.DEADLINE_EXCEEDED: "Stopped: the run reached its time limit.",
     StopReason.CANCELLED: "Stopped: the run was cancelled.",
 }

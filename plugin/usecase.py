@@ -325,16 +325,17 @@ async def _await_bounded(ctx: RunContext, handler: WorkflowHandler) -> Any:
             return_when=asyncio.FIRST_COMPLETED,
         )
     except asyncio.CancelledError:
+        ctx.abort_reason = StopReason.CANCELLED
         await _abort(handler, run)
         raise
     finally:
         cancelled.cancel()
     if run in done:
         return run.result()
+    reason = StopReason.CANCELLED if ctx.cancel_event.is_set() else StopReason.DEADLINE_EXCEEDED
+    ctx.abort_reason = reason
     await _abort(handler, run)
-    if ctx.cancel_event.is_set():
-        raise BudgetStop(StopReason.CANCELLED)
-    raise BudgetStop(StopReason.DEADLINE_EXCEEDED)
+    raise BudgetStop(reason)
 
 
 async def _result_of(handler: WorkflowHandler) -> Any:

@@ -16,12 +16,12 @@ __all__ = [
     "gate_mention",
     "is_slack_ts",
     "malformed_detail",
+    "own_mention_removed",
     "retry_number",
     "slack_ts",
-    "strip_mentions",
 ]
 
-_MENTION = re.compile(r"<@[UW][A-Z0-9]+(?:\|[^>]*)?>")
+_USER_ID = re.compile(r"[UW][A-Z0-9]{1,40}")
 # A Slack message timestamp: seconds, a dot, a sequence (``1764300000.000100``); ASCII, bounded.
 _TS = re.compile(r"[0-9]{1,12}\.[0-9]{1,9}")
 
@@ -38,9 +38,49 @@ class IgnoreReason(StrEnum):
     MALFORMED = "MALFORMED"
 
 
-def strip_mentions(text: str) -> str:
-    """The mention text without user mentions, trimmed: the query, otherwise verbatim."""
-    return _MENTION.sub(" ", text).strip()
+def own_mention_removed(text: str, bot_user_id: str | None) -> str:
+    """The Query of a message mentioning the bot: ``text`` with the bot's own mentions removed
+    and every other character kept as posted (CONTRACTS §1) — other people's mentions, links,
+    spaces and line breaks included.
+
+    A mention (``<@U…>`` or ``<@U…|label>``) goes with the one whitespace run that separated it
+    from the text, so the words around it join as if it had not been written: at the end of the
+    text, the whitespace before (and after) it; at the start of a line, the whitespace after
+    it; elsewhere the spaces before it (a line break before it stays). Glued to a word or a mark
+    (``a,<@U…> b``) it goes alone. ``bot_user_id`` None or malformed: nothing is removed.
+    """
+    if bot_user_id is None or _USER_ID.fullmatch(bot_user_id) is None:
+        return text
+    mention = re.compile(rf"<@{bot_user_id}(?:\|[^>]*)?>")
+    kept: list[str] = []
+    position, line_start = 0, True  # what is kept so far is empty or ends a line
+    for found in mention.finditer(text):
+        before = text[position : found.start()]
+        at_line_start = before.endswith("\n") or (not before and line_start)
+        start, end = _separated(text, found.start(), found.end(), position, at_line_start)
+        kept.append(text[position:start])
+        if kept[-1]:
+            line_start = kept[-1].endswith("\n")
+        position = end
+    kept.append(text[position:])
+    return "".join(kept)
+
+
+def _separated(text: str, start: int, end: int, floor: int, at_line_start: bool) -> tuple[int, int]:
+    """The span to remove: the mention at ``start:end`` and the whitespace that separated it."""
+    if text[end:].isspace() or end == len(text):
+        return _spaces_before(text, start, floor, newlines=True), len(text)
+    if at_line_start:
+        while end < len(text) and text[end].isspace():
+            end += 1
+        return start, end
+    return _spaces_before(text, start, floor, newlines=False), end
+
+
+def _spaces_before(text: str, index: int, floor: int, *, newlines: bool) -> int:
+    while index > floor and text[index - 1].isspace() and (newlines or text[index - 1] != "\n"):
+        index -= 1
+    return index
 
 
 def slack_ts(value: object) -> str | None:

@@ -42,8 +42,8 @@ from plugin.slack.gate import (
     IgnoreReason,
     gate_mention,
     malformed_detail,
+    own_mention_removed,
     slack_ts,
-    strip_mentions,
 )
 from plugin.slack.render import (
     CANCEL_ACTION_ID,
@@ -99,6 +99,21 @@ def _mapping(value: object) -> dict[str, Any]:
 
 def _str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _bot_user_id(body: Mapping[str, Any], context: AsyncBoltContext) -> str | None:
+    """The bot's own user id, whose mentions are removed from a Query: the authorization's, else
+    the event's ``authorizations`` entry for a bot; None (nothing removed) when neither says."""
+    known = _str_or_none(context.bot_user_id)
+    if known:
+        return known
+    authorizations = body.get("authorizations")
+    for entry in authorizations if isinstance(authorizations, list) else ():
+        entry = _mapping(entry)
+        if entry.get("is_bot") is True and (user := _str_or_none(entry.get("user_id"))):
+            return user
+    _log.warning("the bot's user id is unknown (authorize returned none): the Query keeps it")
+    return None
 
 
 def _scope_part(value: object) -> str:
@@ -196,7 +211,7 @@ class Listeners:
                 client=client,
                 channel=channel,
                 thread_ts=thread_ts or event["ts"],
-                query=strip_mentions(event["text"]),
+                query=own_mention_removed(event["text"], _bot_user_id(body, context)),
                 previous_turn=previous,
                 requested_by=_str_or_none(event.get("user")),
                 scope=scope,
@@ -277,8 +292,9 @@ class Listeners:
             return
         try:
             request = await self._replay_request(
-                client, context.bot_id, channel, thread_ts, message_ts, message
-            )
+                client, context.bot_id, _bot_user_id(body, context), channel, thread_ts,
+                message_ts, message,
+            )  # fmt: skip
         except Exception as exc:  # Slack could not be read: say so, never a 500
             _log.warning("refused replay shortcut: thread unreadable (%s)", type(exc).__name__)
             await self._refuse(client, channel, thread_ts, user, REFUSE_UNREADABLE)
@@ -312,6 +328,7 @@ class Listeners:
         self,
         client: AsyncWebClient,
         bot_id: str,
+        bot_user_id: str | None,
         channel: str,
         thread_ts: str,
         message_ts: str,
@@ -323,7 +340,7 @@ class Listeners:
             query, previous = recorded.query, recorded.previous_turn
             asked_at = recorded.asked_at
         elif not message.get("bot_id") and isinstance(message.get("text"), str):
-            query = strip_mentions(message["text"])
+            query = own_mention_removed(message["text"], bot_user_id)
             previous = await latest_turn(client, channel, thread_ts, bot_id, before=message_ts)
             asked_at = slack_ts_moment(message_ts)
         else:

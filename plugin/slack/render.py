@@ -3,11 +3,16 @@
 Untrusted text — everything the model wrote (summary, statements, scopes, list items) and the
 check ids and scopes taken from its tool arguments — cannot fake the layout or act in Slack:
 
-- a single-line field goes through :func:`escape`: folded onto one line (line breaks and
-  controls become spaces, zero-width/bidi/format characters are dropped), mrkdwn marks
-  ``* _ ~ ` `` replaced by look-alikes that format nothing (``∗ ˍ ∼ ˋ``), ``& < >`` escaped
-  (so ``<!here>``, ``<@U…>``, ``<#C…>``, links and ``&lt;`` entities show as typed), and
-  ``@here``/``@channel``/``@everyone`` defused;
+- a single-line field goes through :func:`mrkdwn_escape`: folded onto one line (line breaks
+  and controls become spaces, zero-width/bidi/format characters are dropped), ``& < >``
+  escaped — the only escaping mrkdwn needs (so ``<!here>``, ``<@U…>``, ``<#C…>``, links and
+  ``&lt;`` entities show as typed) — ``@here``/``@channel``/``@everyone`` defused, and every
+  word that carries a mrkdwn mark (``* _ ~``) put inside a code span, where nothing formats:
+  the text is kept as written, so ``ord_10290`` or ``ERR_DB_POOL`` copied from the answer or
+  the Evidence view is byte-identical (and shown as code). A backtick, which a code span
+  cannot hold, is the one character shown as a look-alike (``ˋ``); it is never part of an
+  identifier. :func:`escape` is the same without the code spans, for text Slack reads with
+  mrkdwn off (the plain fallback answer), where no mark formats anything;
 - a multi-line field (summary, statement) keeps its lines, each escaped the same way and
   quoted (``> ``);
 - the bot's own structure is always formatted (``*Conclusion*``, ``*1. Finding:*``,
@@ -72,6 +77,7 @@ __all__ = [
     "SlackMessage",
     "StatusView",
     "escape",
+    "mrkdwn_escape",
     "render_evidence",
     "render_result",
     "render_status",
@@ -113,9 +119,10 @@ _WINDOW = re.compile(r"\s*·\s*\d{2}:\d{2}–\d{2}:\d{2} UTC$")
 _ELLIPSIS = "…"
 _MENTION = re.compile(r"@(?=(?:channel|here|everyone))", re.IGNORECASE)
 _ZWJ = "\u200d"
-# mrkdwn has no escape for its marks: each becomes a look-alike that formats nothing (none of
-# these has a compatibility decomposition back to the mark).
-_MARKS = str.maketrans({"*": "\u2217", "_": "\u02cd", "~": "\u223c", "`": "\u02cb"})
+# mrkdwn has no escape for its marks; a code span formats nothing, but cannot hold a backtick.
+_MARKS = frozenset("*_~`")
+_BACKTICK = "`"
+_BACKTICK_LOOKALIKE = "\u02cb"
 _PARTIAL_ENTITY = re.compile(r"&[a-z]*$")
 _QUOTE = "> "
 _IDENT = re.compile(r"[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*")
@@ -187,21 +194,40 @@ def _window_text(window: tuple[datetime, datetime]) -> str:
 
 
 def escape(text: str) -> str:
+    """Untrusted text as one inert line for a message posted with mrkdwn off: folded, ``& < >``
+    escaped, mass mentions defused, every other character as written; may be empty."""
+    return _MENTION.sub("@" + _ZWJ, _entities(one_line(text)))
+
+
+def mrkdwn_escape(text: str) -> str:
     """Untrusted text as one inert line of mrkdwn (see the module docstring); may be empty."""
-    line = one_line(text).translate(_MARKS)
-    escaped = line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    escaped = " ".join(_inert_word(word) for word in one_line(text).split(" "))
     return _MENTION.sub("@" + _ZWJ, escaped)
+
+
+def _entities(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _inert_word(word: str) -> str:
+    """One word: as written (``& < >`` escaped), inside a code span if it carries a mark."""
+    if _MARKS.isdisjoint(word):
+        return _entities(word)
+    pieces = word.split(_BACKTICK)
+    return _BACKTICK_LOOKALIKE.join(
+        f"`{_entities(p)}`" if not _MARKS.isdisjoint(p) else _entities(p) for p in pieces
+    )
 
 
 def _quoted(text: str) -> str:
     """Untrusted multi-line text: each non-blank line escaped and quoted."""
-    lines = [line for line in (escape(raw) for raw in text.splitlines()) if line]
+    lines = [line for line in (mrkdwn_escape(raw) for raw in text.splitlines()) if line]
     return "\n".join(_QUOTE + line for line in lines) if lines else _BLANK
 
 
 def _line(text: str) -> str:
     """Untrusted single-line text, or a visible placeholder when nothing visible is left."""
-    return escape(text) or _BLANK
+    return mrkdwn_escape(text) or _BLANK
 
 
 def _ident(value: str, limit: int = _ID_MAX) -> str:
@@ -243,7 +269,10 @@ def _cut(escaped: str, limit: int) -> str:
             lo = mid
         else:
             hi = mid - 1
-    return _PARTIAL_ENTITY.sub("", escaped[:lo]).rstrip() + _ELLIPSIS
+    head = _PARTIAL_ENTITY.sub("", escaped[:lo])
+    if head.count(_BACKTICK) % 2:  # never leave a code span open
+        head = head[: head.rindex(_BACKTICK)]
+    return head.rstrip() + _ELLIPSIS
 
 
 def _more(count: int) -> str:
@@ -455,7 +484,7 @@ def _footer(result: ExecutionResult, asked_at: datetime | None = None) -> Contex
 def _stop_text(result: ExecutionResult) -> str:
     if result.stop_reason is None:
         return "Stopped before a diagnosis was written."
-    return escape(STOP_EXPLANATIONS[result.stop_reason])
+    return mrkdwn_escape(STOP_EXPLANATIONS[result.stop_reason])
 
 
 def _failure_text(result: ExecutionResult) -> str:

@@ -8,7 +8,10 @@ and what each request body carried; no key and no raw error body may reach the o
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ import pytest
 from plugin.agent import tool_definitions
 from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
 from plugin.llm import DiagnosisLLM, draft_response_format
+from plugin.model_probe import MAX_PROBE_SECONDS, probe_seconds, progress_every
 from tests.cli.capability_model import (
     CapabilityModelServer,
     Checked,
@@ -83,6 +87,13 @@ async def check(
     base = server.base_url if server else f"http://127.0.0.1:{closed_port()}/v1"
     settings = {"OPENAI_BASE_URL": base, "OPENAI_API_KEY": KEY, "DIAG_MODEL": MODEL, **env}
     return await run_check_model(tmp_path, *flags, secrets=(KEY, "CANARY"), **settings)
+
+
+def timed(found: dict[str, Any]) -> dict[str, Any]:
+    """A capability's finding without its ``seconds``, which must be how long a request took."""
+    seconds = found["seconds"]
+    assert isinstance(seconds, float | int) and 0 <= seconds < 60, found
+    return {k: v for k, v in found.items() if k != "seconds"}
 
 
 def real_json_schema_tools() -> list[dict[str, Any]]:
@@ -185,7 +196,7 @@ async def test_arguments_that_are_not_json(tmp_path: Path, capability_server: St
     checked = await check(tmp_path, server, "--json")
     assert checked.code == 1
     assert_probe_bodies(server)
-    found = checked.model["capabilities"]["tool_calling"]
+    found = timed(checked.model["capabilities"]["tool_calling"])
     assert found == {
         "supported": False, "reason": "the tool call's arguments are not a JSON object",
     }  # fmt: skip
@@ -222,7 +233,7 @@ async def test_response_format_with_tools_refused(
     assert checked.code == 0, checked.out
     assert_probe_bodies(server)
     assert server.refused == [server.received[2]]
-    found = checked.model["capabilities"]["json_schema_with_tools"]
+    found = timed(checked.model["capabilities"]["json_schema_with_tools"])
     assert found == {
         "supported": False, "reason": "refused (HTTP 400 unsupported_parameter (response_format))",
     }  # fmt: skip
@@ -245,7 +256,7 @@ async def test_non_json_content_under_response_format(
     checked = await check(tmp_path, server, "--json")
     assert checked.code == 0, checked.out
     assert_probe_bodies(server)
-    found = checked.model["capabilities"]["json_schema_with_tools"]
+    found = timed(checked.model["capabilities"]["json_schema_with_tools"])
     assert found == {"supported": False, "reason": "accepted, but the answer's content is not JSON"}
     assert checked.model["recommended"] == {"DIAG_STRUCTURED_OUTPUT": "off"}
 
@@ -319,3 +330,117 @@ async def test_closed_port(tmp_path: Path) -> None:
     text = await check(tmp_path, None)
     assert text.code == 1
     assert text.out.count("MISSING") == 4
+
+
+# -- a slow endpoint: each probe waits up to the model timeout, says so, and says how long ---------
+
+
+@pytest.mark.parametrize(
+    ("model_timeout", "bound"),
+    [(60.0, 60.0), (20.0, 20.0), (10.5, 10.5), (0.5, 0.5), (120.0, 120.0), (121.0, 120.0),
+     (3600.0, 120.0)],
+)  # fmt: skip
+def test_a_probe_waits_up_to_the_model_timeout_within_120_s(
+    model_timeout: float, bound: float
+) -> None:
+    assert probe_seconds(model_timeout) == bound == min(model_timeout, MAX_PROBE_SECONDS)
+
+
+@pytest.mark.parametrize(
+    ("bound", "every"), [(0.5, 1.0), (3, 1.0), (20, 2.0), (60, 5.0), (120, 5.0)]
+)
+def test_progress_lines_come_every_few_seconds(bound: float, every: float) -> None:
+    assert progress_every(bound) == every
+
+
+def _progress(err: str) -> list[str]:
+    return [line.split(None, 1)[1] for line in err.splitlines() if line.startswith("model ")]
+
+
+async def test_a_slow_first_answer_is_waited_for_with_progress(
+    tmp_path: Path, capability_server: StartCapable
+) -> None:
+    # Like a CPU-served model: the first request takes 2.5 s, within a 4 s model timeout.
+    server = await capability_server([echo(delay_seconds=2.5), echo(), draft()])
+    checked = await check(tmp_path, server, "--json", DIAG_MODEL_TIMEOUT_SECONDS="4")
+    assert checked.code == 0, checked.out + checked.err
+    assert_probe_bodies(server)
+    found = checked.model["capabilities"]
+    assert 2.5 <= found["tool_calling"]["seconds"] < 4
+    assert found["parallel_tool_calls"]["seconds"] < 2.5
+    assert found["usage"]["seconds"] is None  # no request of its own
+    lines = _progress(checked.err)
+    assert lines[0] == "probing tool_calling (waiting up to 4 s)"
+    took = next(n for n, line in enumerate(lines) if line.startswith("tool_calling took "))
+    waiting = lines[1:took]  # a line a second (a tenth of the bound, at least 1 s)
+    assert 1 <= len(waiting) <= 3, lines
+    tick = re.compile(r"still waiting for tool_calling: \d s of at most 4 s")
+    assert all(tick.fullmatch(w) for w in waiting), waiting
+    assert 2.5 <= float(lines[took].split()[2]) < 4
+    assert [line.split()[:2] for line in lines[took + 1 :]] == [
+        ["probing", "parallel_tool_calls"], ["parallel_tool_calls", "took"],
+        ["probing", "json_schema_with_tools"], ["json_schema_with_tools", "took"],
+    ]  # fmt: skip
+    json.loads(checked.out)  # stdout is still exactly one JSON object
+
+    text_server = await capability_server([echo(delay_seconds=1.2), echo(), draft()])
+    text = await check(tmp_path, text_server, DIAG_MODEL_TIMEOUT_SECONDS="4")
+    assert text.code == 0, text.out
+    shown = next(line for line in text.out.splitlines() if "tool calling with JSON" in line)
+    assert shown.endswith(" s)") and "(1." in shown
+
+
+async def test_a_probe_slower_than_the_model_timeout_stops_at_it(
+    tmp_path: Path, capability_server: StartCapable
+) -> None:
+    server = await capability_server([echo(delay_seconds=5)])
+    checked = await check(tmp_path, server, "--json", DIAG_MODEL_TIMEOUT_SECONDS="1.5")
+    assert checked.code == 1
+    model = checked.model
+    assert model["requests"] == 1 and "no answer within 1.5 s" in model["detail"]
+    assert 1.5 <= model["capabilities"]["tool_calling"]["seconds"] < 2.5
+    assert model["capabilities"]["json_schema_with_tools"]["reason"].startswith("not probed:")
+    assert _progress(checked.err)[-1].startswith("tool_calling took 1.")
+
+
+async def test_an_answer_trickling_past_the_model_timeout_is_cut_at_it(tmp_path: Path) -> None:
+    # Headers at once, then a byte every 0.2 s forever: no single read waits long, the whole
+    # answer does; the bound is from the probe's start to its whole answer.
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
+        with contextlib.suppress(ConnectionError):
+            while True:
+                writer.write(b"1\r\n \r\n")
+                await writer.drain()
+                await asyncio.sleep(0.2)
+
+    server = await asyncio.start_server(trickle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        env = {"OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1", "OPENAI_API_KEY": KEY,
+               "DIAG_MODEL": MODEL, "DIAG_MODEL_TIMEOUT_SECONDS": "1.5"}  # fmt: skip
+        checked = await run_check_model(tmp_path, "--json", secrets=(KEY,), **env)
+    finally:
+        server.close()
+    assert checked.code == 1
+    assert "no answer within 1.5 s" in checked.model["detail"]
+    assert checked.model["requests"] == 1
+    # cut at the bound although every read got a byte well within it
+    assert 1.5 <= checked.model["capabilities"]["tool_calling"]["seconds"] < 2.5
+
+
+@pytest.mark.parametrize(("setting", "bound"), [("60", "60"), ("45.5", "45.5"), ("600", "120")])
+async def test_the_bound_in_use_is_the_model_timeout_not_an_older_cap(
+    tmp_path: Path, capability_server: StartCapable, setting: str, bound: str
+) -> None:
+    # Cheap: a fast endpoint, and the bound each probe waits with is the one it announces.
+    server = await capability_server(capable())
+    checked = await check(tmp_path, server, "--json", DIAG_MODEL_TIMEOUT_SECONDS=setting)
+    assert checked.code == 0, checked.out + checked.err
+    starts = [line for line in _progress(checked.err) if line.startswith("probing ")]
+    assert starts == [
+        f"probing {name} (waiting up to {bound} s)"
+        for name in ("tool_calling", "parallel_tool_calls", "json_schema_with_tools")
+    ]

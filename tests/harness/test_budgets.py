@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from plugin.doubles.scripted_model import ModelStep
 from plugin.errors import StopReason
 from plugin.request import DiagnosisRequest
@@ -48,13 +50,14 @@ async def test_unknown_tools_do_not_outlive_the_model_call_budget(
     model_server: StartServer, tmp_path: Path
 ) -> None:
     # Budget 2: round 1's unknown tool is answered STOP_REQUIRED (one round left: the Draft's);
-    # round 2 asks an unknown tool again: the run ends, no round 3.
+    # round 2 asks an unknown tool again: the run ends, no round 3. The stop's cause was the
+    # last model round, not saturation (no NO_GAIN was ever counted).
     server = await model_server([unknown("c1"), unknown("c2")])
     result = await harness(server, tmp_path, DIAG_MAX_MODEL_CALLS=2).diagnose(QUERY)
     assert tool_messages(server.requests[1])[0]["observation"]["evidence_status"] == (
         "STOP_REQUIRED"
     )
-    assert result.stop_reason is StopReason.INFORMATION_SATURATED
+    assert result.stop_reason is StopReason.MODEL_CALL_BUDGET_EXHAUSTED
     assert server.request_count == 2 and result.usage.model_calls == 2
 
 
@@ -186,3 +189,59 @@ async def test_deadline_during_a_slow_tool_blocks_the_next_round(
     assert result.stop_reason is StopReason.DEADLINE_EXCEEDED
     assert server.request_count == 1
     assert len(slow_logs.calls) == 1
+
+
+# -- the model ignores a STOP_REQUIRED: the stop reason is what caused it (CONTRACTS §6) ------
+
+SQL = {"sql": "SELECT status FROM orders", "purpose": "订单状态"}
+
+
+def _ignoring(cause: StopReason) -> tuple[list[ModelStep], dict[str, object]]:
+    """A script whose round 2 request gets STOP_REQUIRED for ``cause`` and whose round 3
+    ignores it with another tool request; and the settings that make it so."""
+    evaluation = "NO_GAIN" if cause is StopReason.INFORMATION_SATURATED else "GAINED"
+    tokens = {"prompt_tokens": 250, "completion_tokens": 50}
+    steps = [
+        tool_step(call("c1", "query_logs", LOGS_INPUT), **tokens),
+        tool_step(call("c2", "lookup_knowledge", KB, previous=("c1", evaluation)), **tokens),
+        tool_step(call("c3", "query_mysql", SQL), **tokens),
+    ]
+    env: dict[str, object] = {
+        StopReason.INFORMATION_SATURATED: {"DIAG_NO_GAIN_STREAK": 1},
+        StopReason.TOOL_CALL_BUDGET_EXHAUSTED: {"DIAG_MAX_TOOL_CALLS": 1},
+        StopReason.MODEL_CALL_BUDGET_EXHAUSTED: {"DIAG_MAX_MODEL_CALLS": 3},
+        # 300 a round: after round 2, 400 of 1000 are left, less than two such rounds; round 3
+        # itself still fits (900), so its request meets the ignored STOP_REQUIRED.
+        StopReason.TOKEN_BUDGET_EXHAUSTED: {"DIAG_MAX_TOTAL_TOKENS": 1000},
+    }[cause]
+    return steps, env
+
+
+@pytest.mark.parametrize(
+    "cause",
+    [
+        StopReason.INFORMATION_SATURATED,
+        StopReason.TOOL_CALL_BUDGET_EXHAUSTED,
+        StopReason.MODEL_CALL_BUDGET_EXHAUSTED,
+        StopReason.TOKEN_BUDGET_EXHAUSTED,
+    ],
+)
+async def test_an_ignored_stop_required_stops_the_run_for_its_cause(
+    model_server: StartServer, tmp_path: Path, cause: StopReason
+) -> None:
+    steps, env = _ignoring(cause)
+    server = await model_server(steps)
+    table = adapters()
+    result = await harness(server, tmp_path, table, **env).diagnose(QUERY)
+    assert result.outcome is Outcome.STOPPED and result.draft is None
+    assert result.stop_reason is cause, result.to_json()
+    assert server.request_count == 3
+    assert tool_messages(server.requests[2])[-1]["observation"]["evidence_status"] == (
+        "STOP_REQUIRED"
+    )
+    assert len(table[ToolName.QUERY_LOGS].calls) == 1
+    assert table[ToolName.LOOKUP_KNOWLEDGE].calls == table[ToolName.QUERY_MYSQL].calls == []
+    assert result.progress is not None
+    assert [c.error_code for c in result.progress.checks] == [None, "STOP_REQUIRED"]
+    (record,) = audit_records(tmp_path)
+    assert record["stop_reason"] == cause.value

@@ -62,19 +62,79 @@ def status(decision: object) -> str:
         ({"model_calls": 7}, "run_shell", False, "UNKNOWN_TOOL"),
         ({"model_calls": 1, "tool_calls": 6}, "query_logs", True, "STOP_REQUIRED"),
         ({"model_calls": 1, "bytes": 45000}, "query_logs", True, "STOP_REQUIRED"),
-        ({"model_calls": 1, "bytes": 65400}, "query_logs", True, "STOP INFORMATION_SATURATED"),
+        ({"model_calls": 1, "bytes": 65400}, "query_logs", True, "STOP TOKEN_BUDGET_EXHAUSTED"),
     ],
 )  # fmt: skip
 def test_decision_table(usage: dict[str, int], name: str, first: bool, expected: str) -> None:
     assert status(decide(context(**usage), name, first_in_round=first)) == expected
 
 
-def test_a_stop_required_in_an_earlier_round_ends_the_run_whatever_is_asked() -> None:
+CAUSES = [
+    StopReason.INFORMATION_SATURATED,
+    StopReason.MODEL_CALL_BUDGET_EXHAUSTED,
+    StopReason.TOOL_CALL_BUDGET_EXHAUSTED,
+    StopReason.TOKEN_BUDGET_EXHAUSTED,
+]
+
+
+def cause_of(decision: object) -> str:
+    """What a decision says about stopping: the STOP_REQUIRED's cause, a Stop's reason."""
+    if isinstance(decision, Stop):
+        return f"STOP {decision.reason.value}"
+    if isinstance(decision, Respond) and decision.stop_cause is not None:
+        assert json.loads(decision.observation)["evidence_status"] == "STOP_REQUIRED"
+        return decision.stop_cause.value
+    return status(decision)
+
+
+@pytest.mark.parametrize(
+    ("usage", "streak", "name", "raw", "expected"),
+    [
+        ({"model_calls": 1}, 2, "query_logs", LOGS, "INFORMATION_SATURATED"),
+        ({"model_calls": 1, "tool_calls": 6}, 0, "query_logs", LOGS, "TOOL_CALL_BUDGET_EXHAUSTED"),
+        ({"model_calls": 1, "tool_calls": 9}, 0, "run_shell", LOGS, "TOOL_CALL_BUDGET_EXHAUSTED"),
+        ({"model_calls": 1, "tool_calls": 6}, 0, "query_logs", "{", "TOOL_CALL_BUDGET_EXHAUSTED"),
+        ({"model_calls": 7}, 0, "query_logs", LOGS, "MODEL_CALL_BUDGET_EXHAUSTED"),
+        ({"model_calls": 7}, 1, "run_shell", LOGS, "MODEL_CALL_BUDGET_EXHAUSTED"),
+        # the streak wins over a budget reached at the same time, a budget over the later ones
+        ({"model_calls": 7, "tool_calls": 6}, 2, "query_logs", LOGS, "INFORMATION_SATURATED"),
+        ({"model_calls": 7, "tool_calls": 6}, 0, "query_logs", LOGS, "TOOL_CALL_BUDGET_EXHAUSTED"),
+        # tokens: room for at most one more round as costly as the last one
+        ({"model_calls": 2, "prompt_tokens": 59000, "last_round_tokens": 600}, 0, "query_logs",
+         LOGS, "TOKEN_BUDGET_EXHAUSTED"),
+        ({"model_calls": 2, "prompt_tokens": 58801, "last_round_tokens": 600}, 0, "query_logs",
+         LOGS, "TOKEN_BUDGET_EXHAUSTED"),
+        ({"model_calls": 2, "prompt_tokens": 58800, "last_round_tokens": 600}, 0, "query_logs",
+         LOGS, "EXECUTE"),
+        ({"model_calls": 2, "completion_tokens": 60000}, 0, "query_logs", LOGS,
+         "EXECUTE"),  # no round cost known yet (the gate refuses the next round anyway)
+        ({"model_calls": 7, "prompt_tokens": 59990, "last_round_tokens": 600}, 0, "query_logs",
+         LOGS, "MODEL_CALL_BUDGET_EXHAUSTED"),
+        # byte capacity: the run's context budget, reported as the token budget
+        ({"model_calls": 1, "bytes": 45000}, 0, "query_logs", LOGS, "TOKEN_BUDGET_EXHAUSTED"),
+        ({"model_calls": 1, "bytes": 65400}, 0, "query_logs", LOGS, "STOP TOKEN_BUDGET_EXHAUSTED"),
+        ({"model_calls": 1, "bytes": 65400}, 2, "query_logs", LOGS, "STOP TOKEN_BUDGET_EXHAUSTED"),
+    ],
+)  # fmt: skip
+def test_a_stop_required_names_its_cause(
+    usage: dict[str, int], streak: int, name: str, raw: str, expected: str
+) -> None:
+    ctx = context(**usage)
+    ctx.ledger.no_gain_streak = streak
+    assert cause_of(decide(ctx, name, raw, first_in_round=True)) == expected
+
+
+@pytest.mark.parametrize("cause", CAUSES)
+def test_a_stop_required_in_an_earlier_round_ends_the_run_whatever_is_asked(
+    cause: StopReason,
+) -> None:
     ctx = context(model_calls=3)
-    ctx.ledger.require_stop(2)
+    ctx.ledger.require_stop(2, cause)
+    ctx.ledger.require_stop(2, StopReason.INFORMATION_SATURATED)  # the first cause is kept
     for name in ("query_logs", "run_shell"):
         decision = decide(ctx, name, first_in_round=True)
-        assert isinstance(decision, Stop) and decision.reason is StopReason.INFORMATION_SATURATED
+        assert isinstance(decision, Stop) and decision.reason is cause
+        assert decision.signal().reason is cause
     ctx.ledger.stop_required_round = 3  # the same round: the model has not seen it yet
     assert status(decide(ctx, "query_logs", first_in_round=False)) == "ONE_TOOL_PER_ROUND"
 

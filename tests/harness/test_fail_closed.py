@@ -160,12 +160,12 @@ def test_json_nesting_is_measured_outside_strings(text: str, deep: bool) -> None
 async def test_a_final_round_landing_exactly_on_the_token_budget_keeps_its_draft(
     model_server: StartServer, tmp_path: Path
 ) -> None:
+    # Round 1 (80) leaves 220, room for two more rounds like it: c1 runs; the final round lands
+    # on exactly 300.
     server = await model_server(
         [
-            tool_step(
-                call("c1", "query_logs", LOGS_INPUT), prompt_tokens=100, completion_tokens=20
-            ),
-            final_step(draft_json(["c1"]), prompt_tokens=150, completion_tokens=30),
+            tool_step(call("c1", "query_logs", LOGS_INPUT), prompt_tokens=60, completion_tokens=20),
+            final_step(draft_json(["c1"]), prompt_tokens=190, completion_tokens=30),
         ]
     )
     result = await harness(server, tmp_path, DIAG_MAX_TOTAL_TOKENS=300).diagnose(QUERY)
@@ -174,16 +174,22 @@ async def test_a_final_round_landing_exactly_on_the_token_budget_keeps_its_draft
     assert server.request_count == 2
 
 
-async def test_a_tool_round_landing_exactly_on_the_token_budget_runs_and_stops_the_next(
+async def test_a_tool_round_landing_exactly_on_the_token_budget_is_answered_and_stops_the_next(
     model_server: StartServer, tmp_path: Path
 ) -> None:
+    # The round was within the budget: its request is answered, not discarded — STOP_REQUIRED,
+    # since no round is left to read a result (as with a model-call budget of 1).
     server = await model_server(
         [tool_step(call("c1", "query_logs", LOGS_INPUT), prompt_tokens=100, completion_tokens=20)]
     )
     table = adapters()
     result = await harness(server, tmp_path, table, DIAG_MAX_TOTAL_TOKENS=120).diagnose(QUERY)
     assert result.stop_reason is StopReason.TOKEN_BUDGET_EXHAUSTED
-    assert len(table[ToolName.QUERY_LOGS].calls) == 1  # the round was within the budget
+    assert result.progress is not None
+    assert [(c.tool_call_id, c.error_code) for c in result.progress.checks] == [
+        ("c1", "STOP_REQUIRED")
+    ]
+    assert table[ToolName.QUERY_LOGS].calls == []
     assert server.request_count == 1  # the next round never reached the server
 
 
@@ -252,7 +258,8 @@ async def test_a_flood_no_capacity_can_answer_ends_the_run_at_once(
     server = await model_server([_flood_round(1, 400, unknown=unknown)])
     result = await harness(server, tmp_path).diagnose(QUERY)
     assert result.outcome is Outcome.STOPPED
-    assert result.stop_reason is StopReason.INFORMATION_SATURATED
+    # The byte capacity is the run's context budget: never reported as saturation.
+    assert result.stop_reason is StopReason.TOKEN_BUDGET_EXHAUSTED
     assert result.usage.bytes <= 65536
     assert server.request_count == 1  # no round was given an answer it could not hold
 

@@ -313,9 +313,11 @@ async def test_citing_a_call_of_another_run_is_an_unknown_citation(
     assert result.failure is not None and result.failure.detail == "UNKNOWN_CITATION"
 
 
-async def test_stop_reason_after_stop_required_is_information_saturated(
+async def test_stop_reason_after_a_tool_budget_stop_required_is_that_budget(
     model_server: StartServer, tmp_path: Path
 ) -> None:
+    # c2 gets STOP_REQUIRED because the one tool call is spent (c1 was GAINED: no saturation);
+    # the model ignores it: the run stops for the tool-call budget, not INFORMATION_SATURATED.
     server = await model_server(
         [
             tool_step(call("c1", "query_logs", LOGS_INPUT)),
@@ -324,5 +326,5 @@ async def test_stop_reason_after_stop_required_is_information_saturated(
         ]
     )
     result = await harness(server, tmp_path, DIAG_MAX_TOOL_CALLS=1).diagnose(QUERY)
-    assert result.stop_reason is StopReason.INFORMATION_SATURATED
+    assert result.stop_reason is StopReason.TOOL_CALL_BUDGET_EXHAUSTED
     assert server.request_count == 3

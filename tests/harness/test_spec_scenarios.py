@@ -29,7 +29,9 @@ single-react-diagnosis-agent.md
 
 information-gain-stop-contract.md (the MODIFIED/ADDED requirements repeat scenarios above with
 the same names; the same tests cover them, and ``test_model_ignores_stop_required`` asserts the
-INFORMATION_SATURATED reason the contract adds).
+INFORMATION_SATURATED reason the contract adds for a NO_GAIN streak; a STOP_REQUIRED a budget
+caused, ignored, stops with that budget's reason: tests/harness/test_budgets.py
+``test_an_ignored_stop_required_stops_the_run_for_its_cause``).
 """
 
 from __future__ import annotations

@@ -161,7 +161,7 @@ CASES = [
         "unknown-tools-until-the-last-round",  # the last round is kept for the Draft
         [tool_step(call(f"x{n}", "Query_MySQL", SQL)) for n in range(3)],
         Outcome.STOPPED,
-        StopReason.INFORMATION_SATURATED,
+        StopReason.MODEL_CALL_BUDGET_EXHAUSTED,  # the cause of the STOP_REQUIRED it ignored
         3,
         {},
         {2: ["UNKNOWN_TOOL", "STOP_REQUIRED"]},
@@ -251,7 +251,7 @@ CASES = [
             tool_step(call("c3", K, KB), call("c4", M, SQL)),
         ],
         Outcome.STOPPED,
-        StopReason.INFORMATION_SATURATED,
+        StopReason.MODEL_CALL_BUDGET_EXHAUSTED,  # the last round caused the STOP_REQUIRED
         2,
         {},
         {1: ["STOP_REQUIRED", "ONE_TOOL_PER_ROUND"]},

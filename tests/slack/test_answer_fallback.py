@@ -151,7 +151,8 @@ async def test_hostile_conclusion_in_the_fallback_is_inert_and_bounded(
     text = params["text"]
     assert params.get("mrkdwn") is False and "metadata" not in params and "blocks" not in params
     assert "<!channel>" not in text and "&lt;!channel&gt;" in text
-    assert "*" not in text and "`" not in text
+    # Posted with mrkdwn off: the model's marks format nothing and are kept as typed.
+    assert "*pool* `x` *Conclusion* (confidence: *HIGH*)" in text
     first_line, second_line = text.split("\n")  # the model's newline did not start a line
     assert "Conclusion" in first_line and second_line.startswith("Slack refused")
     assert len(text) <= 1200 and first_line.endswith("…")

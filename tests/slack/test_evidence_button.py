@@ -183,7 +183,7 @@ def test_maximal_hostile_evidence_stays_within_limits_and_inert() -> None:
             assert marker not in out
         assert "@here" not in out and "@everyone" not in out
         assert "\u202e" not in out and "\x1b" not in out and "\u200b" not in out
-        assert "`" not in out and "*h*" not in out
+        assert "*h*" not in out.replace("`*h*`", "")  # its marks only ever inside code spans
     assert "&lt;!channel&gt;" in text
     # Every line of a section starts with our own text or a quote mark.
     for block in message.blocks:

@@ -20,7 +20,9 @@ from slack_bolt.async_app import AsyncApp
 
 from plugin.doubles.recording_slack import RecordingSlackApi
 from plugin.doubles.scripted_model import ModelStep
+from plugin.errors import StopReason
 from plugin.metrics import Metrics
+from plugin.render_text import STOP_EXPLANATIONS
 from plugin.slack import register
 from tests.conftest import StartServer
 from tests.harness.support import call, draft_json, final_step, settings_for, tool_step
@@ -190,3 +192,35 @@ async def test_audit_records_lost_are_exposed(model_server: StartServer, tmp_pat
     assert lost == 1
     assert value(samples, "diag_audit_records_lost_total") == 1
     assert value(samples, "diag_runs_total", outcome="DRAFT", reason="NO_CONCLUSION") == 1
+
+
+async def test_a_budget_stop_is_counted_under_its_own_reason_not_saturation(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    # The one tool call is spent (c1 GAINED: nothing saturates); c2 gets STOP_REQUIRED for the
+    # tool-call budget and the model asks again: TOOL_CALL_BUDGET_EXHAUSTED, in the metrics and
+    # in the answer's explanation.
+    logs = {"service": "payment-api", "start": "2026-11-28T10:00:00Z",
+            "end": "2026-11-28T10:30:00Z"}  # fmt: skip
+    model = await model_server(
+        [
+            tool_step(call("c1", "query_logs", logs)),
+            tool_step(call("c2", "lookup_knowledge", {"query": "pool"}, previous=("c1", "GAINED"))),
+            tool_step(call("c3", "lookup_knowledge", {"query": "pool size"})),
+        ]
+    )
+    async with slack_rig(model, tmp_path, DIAG_MAX_TOOL_CALLS=1) as rig:
+        assert (await rig.mention("<@UDIAG0001> payment-api 5xx")).status == 200
+        await rig.handle.manager.wait_idle()
+        samples = parse(rig.handle.metrics.render().decode())
+        (answer,) = rig.answers()
+    stopped = {
+        dict(labels)["reason"]: v
+        for (name, labels), v in samples.items()
+        if name == "diag_runs_total" and ("outcome", "STOPPED") in labels
+    }
+    assert set(stopped) == {r.value for r in StopReason}  # a closed set, every one from 0
+    assert stopped == {
+        r.value: float(r is StopReason.TOOL_CALL_BUDGET_EXHAUSTED) for r in StopReason
+    }
+    assert STOP_EXPLANATIONS[StopReason.TOOL_CALL_BUDGET_EXHAUSTED] in answer["text"]

@@ -22,7 +22,14 @@ from plugin.draft import DiagnosisDraft, DraftDefect
 from plugin.errors import StopReason
 from plugin.render_text import render_text
 from plugin.result import ExecutionResult, FailureCode
-from plugin.slack.render import SlackMessage, StatusView, escape, render_result, render_status
+from plugin.slack.render import (
+    SlackMessage,
+    StatusView,
+    escape,
+    mrkdwn_escape,
+    render_result,
+    render_status,
+)
 from tests.slack.test_render import _assert_limits
 from tools.base import ToolName
 
@@ -188,6 +195,8 @@ def _pair(
 # --------------------------------------------------------------------------- Block Kit checks
 
 _BOLD_CITE = re.compile(r"\*#\d+\*")
+# A code span: untrusted words carrying a mark sit inside one, where nothing formats.
+_CODE_SPAN = re.compile(r"`[^`\n]+`")
 _OUR_CODES = re.compile(
     r"\b(?:"
     + "|".join(
@@ -220,7 +229,8 @@ def _kind(line: str) -> str:
         if kind == "HEADING":
             return f"HEADING {match.group(0)}"  # the whole bold heading, verbatim
         if kind in {"EVIDENCE", "CHECK"}:
-            return f"{kind} {_BOLD_CITE.findall(line)}"  # which checks it cites or is
+            # which checks it cites or is (a code span's content formats nothing)
+            return f"{kind} {_BOLD_CITE.findall(_CODE_SPAN.sub('', line))}"
         return kind
     return f"TEXT {line[:20]}"  # the bot's own fixed sentences (stop, failure, status)
 
@@ -262,8 +272,9 @@ def _assert_inert(msg: SlackMessage) -> None:
         for line in text.split("\n"):
             body = line.removeprefix("> ")
             assert ">" not in body  # a raw > only ever opens our quote
-            rest = _OUR_CODES.sub("", _BOT_TOKENS.sub("", body))
-            assert not set(rest) & set("*_~`"), line  # no mark outside the bot's own tokens
+            rest = _OUR_CODES.sub("", _BOT_TOKENS.sub("", _CODE_SPAN.sub("", body)))
+            # no mark outside the bot's own tokens and code spans (a stray backtick included)
+            assert not set(rest) & set("*_~`"), line
         for c in text:
             category = unicodedata.category(c)
             assert category not in {"Cc", "Zl", "Zp", "Cs"} or c == "\n", repr(c)
@@ -328,7 +339,8 @@ def test_fake_conclusion_heading_in_a_finding_is_plain_quoted_text() -> None:
     lines = [line for t in _texts(msg) for line in t.split("\n")]
     headings = [line for line in lines if line.startswith("*Conclusion*")]
     assert headings == ["*Conclusion* (confidence: *LOW*)"]  # the real one, LOW
-    assert "> ∗Conclusion∗ (confidence: ∗HIGH∗)" in lines  # the fake one: quoted, not bold
+    # the fake one: quoted, its marks inside code spans (shown as typed, never bold)
+    assert "> `*Conclusion*` (confidence: `*HIGH*)`" in lines
 
 
 def test_scope_cannot_add_a_citation_or_check_line() -> None:
@@ -339,7 +351,8 @@ def test_scope_cannot_add_a_citation_or_check_line() -> None:
     check_lines = [line for line in lines if _BOLD_CITE.match(line)]
     assert [line[:4] for line in check_lines] == ["*#1*", "*#2*", "*#3*"]
     assert not any(re.match(r"[^*\w]*#\d", line) for line in lines)  # no unbolded index
-    assert "*#9*" not in "\n".join(lines)
+    shown = "\n".join(lines)
+    assert "*#9*" not in _CODE_SPAN.sub("", shown) and "`*#9*`" in shown  # as typed, not bold
     _assert_same_layout(msg, render_result(benign))
 
 
@@ -354,12 +367,16 @@ def test_scope_cannot_add_a_citation_or_check_line() -> None:
          "&lt;https://evil.example|https://good.example&gt;"),
         ("&lt;!channel&gt;", "&amp;lt;!channel&amp;gt;"),
         ("@channel", "@\u200dchannel"),
-        ("*HIGH*", "\u2217HIGH\u2217"),
-        ("_x_ ~y~ `z`", "\u02cdx\u02cd \u223cy\u223c \u02cbz\u02cb"),
+        ("*HIGH*", "`*HIGH*`"),
+        ("_x_ ~y~ `z`", "`_x_` `~y~` \u02cbz\u02cb"),
+        ("ord_10290 ERR_DB_POOL", "`ord_10290` `ERR_DB_POOL`"),
+        ("`ord_10290`", "\u02cb`ord_10290`\u02cb"),
+        ("a<b>_&c", "`a&lt;b&gt;_&amp;c`"),
+        ("*_~`all`~_*", "`*_~`\u02cball\u02cb`~_*`"),
     ],
 )  # fmt: skip
 def test_markup_is_shown_as_typed_never_acted_on(markup: str, shown: str) -> None:
-    assert escape(f"a {markup} b") == f"a {shown} b"
+    assert mrkdwn_escape(f"a {markup} b") == f"a {shown} b"
     hostile, _ = _pair(markup)
     text = "\n".join(_texts(render_result(hostile)))
     assert shown in text
@@ -367,9 +384,9 @@ def test_markup_is_shown_as_typed_never_acted_on(markup: str, shown: str) -> Non
 
 def test_invisible_and_direction_characters_are_removed() -> None:
     for char in INVISIBLE:
-        assert escape(f"pay{char}ment") == "payment"
-    assert escape("a\u202eb\u2066c") == "abc"
-    assert escape("\u200b") == ""
+        assert escape(f"pay{char}ment") == mrkdwn_escape(f"pay{char}ment") == "payment"
+    assert escape("a\u202eb\u2066c") == mrkdwn_escape("a\u202eb\u2066c") == "abc"
+    assert escape("\u200b") == mrkdwn_escape("\u200b") == ""
     hostile, _ = _pair("\u200b\u2060")  # nothing visible left: a visible placeholder
     text = "\n".join(_texts(render_result(hostile)))
     assert "> " not in text.replace("&gt; ", "")
