@@ -34,6 +34,7 @@ from functools import lru_cache
 
 from tools.redact import HEADROOM, redact_prefix
 from tools.schemas import LogBuckets, LogPattern, LogSummary
+from tools.threads import NEVER, Stop, Stopped
 
 __all__ = [
     "BUCKET_WIDTHS",
@@ -63,6 +64,7 @@ MAX_KEYS = 20_000
 PATTERN_CACHE = 65_536
 WILDCARD = "<*>"
 _MARK = "…"
+_STOP_EVERY = 32  # keys masked between two looks at the stop flag (~1 ms)
 _DIGITS = bytes.maketrans(b"123456789", b"000000000")
 
 
@@ -292,10 +294,18 @@ class Tally:
         for key, seen in other.keys.items():
             self._merge_key(key, seen.count, seen.first, seen.last)
 
-    def top_patterns(self) -> list[tuple[str, _Seen]]:
-        """The :data:`TOP_MESSAGES` most frequent patterns (ties: earliest first seen)."""
+    def top_patterns(self, stop: Stop = NEVER) -> list[tuple[str, _Seen]]:
+        """The :data:`TOP_MESSAGES` most frequent patterns (ties: earliest first seen).
+
+        Keys are masked most frequent first and ``stop`` is checked every
+        :data:`_STOP_EVERY` keys: a cancelled caller ends the work (:class:`Stopped`); a spent
+        time budget ends it early with the patterns of the keys masked so far, the most
+        frequent ones, and the summary then says ``exact: false``."""
         patterns: dict[str, _Seen] = {}
-        for key, seen in self.keys.items():
+        ranked_keys = sorted(self.keys.items(), key=lambda kv: -kv[1].count)
+        for done, (key, seen) in enumerate(ranked_keys):
+            if done % _STOP_EVERY == 0 and self._stop_here(stop):
+                break
             pattern = pattern_of(key)
             mine = patterns.get(pattern)
             if mine is None:
@@ -305,8 +315,18 @@ class Tally:
         ranked = sorted(patterns.items(), key=lambda kv: (-kv[1].count, kv[1].first, kv[0]))
         return ranked[:TOP_MESSAGES]
 
-    def summary(self, *, exact: bool) -> LogSummary:
-        """The summary model; ``exact`` is further cleared when keys overflowed."""
+    def _stop_here(self, stop: Stop) -> bool:
+        if stop.requested:
+            raise Stopped
+        if stop.out_of_time():
+            self.overflow = True
+            return True
+        return False
+
+    def summary(self, *, exact: bool, stop: Stop = NEVER) -> LogSummary:
+        """The summary model; ``exact`` is further cleared when keys overflowed or the
+        masking ran out of time (see :meth:`top_patterns`)."""
+        top = self.top_patterns(stop)
         return LogSummary(
             matched=self.matched,
             exact=exact and not self.overflow,
@@ -324,6 +344,6 @@ class Tally:
                     first_ts=format_ts(seen.first),
                     last_ts=format_ts(seen.last),
                 )
-                for pattern, seen in self.top_patterns()
+                for pattern, seen in top
             ],
         )
