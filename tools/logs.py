@@ -45,10 +45,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import errno
 import json
 import logging
 import os
 import re
+import stat
 import threading
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
@@ -260,11 +262,15 @@ def _hours(start: datetime, end: datetime) -> list[datetime]:
     return hours
 
 
-def _line_batches(handle: IO[bytes]) -> Iterator[list[bytes | None]]:
-    """The file's lines (without newline) read :data:`CHUNK_BYTES` at a time; ``None`` for a
-    line longer than :data:`MAX_LINE_BYTES` (skipped, never held whole)."""
+def _line_batches(handle: IO[bytes], size: int) -> Iterator[list[bytes | None]]:
+    """The lines (without newline) of the file's first ``size`` bytes — its size when it was
+    opened: a file growing while it is read, or one that says it is empty and is not, costs
+    no more — read :data:`CHUNK_BYTES` at a time; ``None`` for a line longer than
+    :data:`MAX_LINE_BYTES` (skipped, never held whole)."""
     carry, overlong = b"", False
-    while block := handle.read(CHUNK_BYTES):
+    left = size
+    while left > 0 and (block := handle.read(min(CHUNK_BYTES, left))):
+        left -= len(block)
         parts = block.split(b"\n")
         batch: list[bytes | None] = []
         for i, part in enumerate(parts[:-1]):
@@ -285,6 +291,55 @@ def _line_batches(handle: IO[bytes]) -> Iterator[list[bytes | None]]:
         yield [None]
     elif carry:
         yield [carry]
+
+
+# Open flags: never follow a link, never wait for a FIFO's writer, never take a terminal.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+# What opening says about an entry that is not a regular file inside the folder: skipped.
+_NOT_A_FILE = frozenset(
+    {errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENXIO, errno.ENODEV, errno.EISDIR}
+)
+
+
+def open_inside(folder: Path, rel: Path) -> tuple[IO[bytes], int] | None:
+    """``folder/rel`` opened for reading with its size, only if it is a regular file reached
+    from ``folder`` without following any link; ``None`` for anything else (missing, a link —
+    to ``/proc`` or anywhere —, a FIFO, a device, a socket, a directory). The folder itself
+    may be a link. Each directory is opened with ``O_NOFOLLOW`` relative to the one before,
+    the file with ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO never blocks the open), and ``fstat``
+    on the open descriptor decides. Other errors (permission, I/O) propagate as ``OSError``."""
+    parts = rel.parts
+    if not parts or any(part in {"", ".", ".."} for part in parts):
+        return None
+    dirs: list[int] = []
+    try:
+        dirs.append(os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        for part in parts[:-1]:
+            dirs.append(os.open(part, _DIR_FLAGS, dir_fd=dirs[-1]))
+        fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=dirs[-1])
+    except OSError as exc:
+        if exc.errno in _NOT_A_FILE:
+            return None
+        raise
+    finally:
+        for opened in dirs:
+            os.close(opened)
+    return _regular(fd, rel)
+
+
+def _regular(fd: int, rel: Path) -> tuple[IO[bytes], int] | None:
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            logger.warning("skipped %s: not a regular file", rel.as_posix())
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb"), info.st_size
 
 
 def _fields(raw: bytes) -> _Row | None:
@@ -529,12 +584,14 @@ class JsonlLogSource:
         return self.folder / service
 
     def _scan_hour(self, path: Path, q: LogsInput, scan: _Scan, stop: Stop) -> None:
-        if not path.is_file():
+        opened = open_inside(self.folder, path.relative_to(self.folder))
+        if opened is None:
             return
+        handle, size = opened
         scan.files.append(path.relative_to(self.folder).as_posix())
         match = _Match(q)
-        with path.open("rb") as handle:
-            for batch in _line_batches(handle):
+        with handle:
+            for batch in _line_batches(handle, size):
                 stop.check()
                 scan.lines += len(batch)
                 if _fast_batch(batch, match, scan):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import os
 import re
 import socket
 import sys
@@ -262,11 +263,15 @@ async def test_unreadable_hour_file_is_unavailable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _write(tmp_path, "svc/2026-11-28/10.jsonl", [_line("2026-11-28T10:00:01Z", "x")])
+    real_open = os.open
 
-    def deny(self: Path, *args: Any, **kwargs: Any) -> Any:
-        raise PermissionError(13, "Permission denied", str(self))
+    def deny(path: Any, *args: Any, **kwargs: Any) -> int:
+        # The OS boundary: tests run as root, so a chmod would not deny anything.
+        if str(path).endswith(".jsonl"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "open", deny)
+    monkeypatch.setattr(os, "open", deny)
     adapter = LogsAdapter(JsonlLogSource(tmp_path))
     result = await adapter.invoke(AdapterCall("c", "r", _input(_at(10), _at(11), "svc")))
     assert result == Failed(AdapterErrorCode.UNAVAILABLE)
