@@ -122,6 +122,9 @@ class ModelRoundGate(BaseCallbackHandler):
         super().__init__(event_starts_to_ignore=[], event_ends_to_ignore=[])
         self._ctx = ctx
         self._open: dict[str, ModelRound] = {}
+        # What each open round sends besides its messages (tool definitions, response format),
+        # so an estimate counts the whole request: the definitions carry the catalogues.
+        self._sent_besides: dict[str, list[Any]] = {}
 
     def on_event_start(
         self,
@@ -139,6 +142,7 @@ class ModelRoundGate(BaseCallbackHandler):
         model_round = ModelRound(index=ctx.usage.model_calls, started_ms=ctx.elapsed_ms())
         ctx.rounds.append(model_round)
         self._open[event_id] = model_round
+        self._sent_besides[event_id] = _besides_messages(payload)
         return event_id
 
     def on_event_end(
@@ -151,13 +155,15 @@ class ModelRoundGate(BaseCallbackHandler):
         if event_type is not CBEventType.LLM:
             return
         model_round = self._open.pop(event_id, None)
+        besides = self._sent_besides.pop(event_id, [])
         if model_round is None:
             return
         ctx = self._ctx
         model_round.duration_ms = ctx.elapsed_ms() - model_round.started_ms
         response = (payload or {}).get(EventPayload.RESPONSE)
         if isinstance(response, ChatResponse):
-            self._record_usage(model_round, response, (payload or {}).get(EventPayload.MESSAGES))
+            sent = [(payload or {}).get(EventPayload.MESSAGES), *besides]
+            self._record_usage(model_round, response, sent)
         else:
             model_round.outcome = "ERROR"
         ctx.hooks.model_round(ctx, model_round)
@@ -193,6 +199,14 @@ class ModelRoundGate(BaseCallbackHandler):
         self, trace_id: str | None = None, trace_map: dict[str, list[str]] | None = None
     ) -> None:
         return None
+
+
+def _besides_messages(payload: dict[str, Any] | None) -> list[Any]:
+    """The tool definitions and response format a round sends with its messages."""
+    kwargs = (payload or {}).get(EventPayload.ADDITIONAL_KWARGS) or {}
+    if not isinstance(kwargs, dict):
+        return []
+    return [kwargs[key] for key in ("tools", "response_format") if kwargs.get(key) is not None]
 
 
 def _is_count(value: object) -> TypeGuard[int]:
