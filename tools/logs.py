@@ -68,7 +68,7 @@ from yarl import URL
 from tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
 from tools.log_summary import Grid, Tally, format_ts, pattern_keys
 from tools.redact import HEADROOM, redact_prefix
-from tools.schemas import LogItem, LogsInput, LogSummary
+from tools.schemas import SERVICE_NAME, LogItem, LogsInput, LogSummary
 from tools.threads import OutOfTime, Stop, in_thread
 
 logger = logging.getLogger(__name__)
@@ -542,7 +542,8 @@ class JsonlLogSource:
         """Nothing is held open between queries."""
 
     async def services(self, limit: int) -> list[str]:
-        """The first ``limit`` service folder names, sorted (hidden entries skipped)."""
+        """The first ``limit`` service folder names, sorted: hidden entries, links and names
+        ``query_logs`` would refuse are skipped."""
         return await asyncio.to_thread(self._services, limit)
 
     def _services(self, limit: int) -> list[str]:
@@ -551,7 +552,9 @@ class JsonlLogSource:
                 names = sorted(
                     entry.name
                     for entry in entries
-                    if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False)
+                    if not entry.name.startswith(".")
+                    and SERVICE_NAME.fullmatch(entry.name)
+                    and entry.is_dir(follow_symlinks=False)
                 )
         except OSError as exc:
             logger.warning("log folder unreadable (%s)", type(exc).__name__)
@@ -1064,7 +1067,10 @@ class LokiLogSource:
         return sample, counts, first
 
     async def services(self, limit: int) -> list[str]:
-        """The first ``limit`` values (sorted) of the service label over the last 24 h."""
+        """The first ``limit`` values (sorted) of the service label over the last 24 h, among
+        those ``query_logs`` accepts as a service: a value nobody could query (spaces, prompt
+        text, control characters, over 100 characters) is dropped before the cut, so pushed
+        junk neither reaches the model nor pushes real services out of the list."""
         end = datetime.now(UTC)
         params = {"start": _unix_ns(end - timedelta(hours=24)), "end": _unix_ns(end)}
         try:
@@ -1078,7 +1084,7 @@ class LokiLogSource:
             values = _LokiLabelValues.model_validate_json(body).data
         except ValidationError:
             raise LogSourceError(AdapterErrorCode.INTERNAL) from None
-        return sorted(set(values))[:limit]
+        return sorted({value for value in values if SERVICE_NAME.fullmatch(value)})[:limit]
 
     async def _get(
         self, params: dict[str, str], endpoint: str | None = None, max_bytes: int | None = None
