@@ -140,11 +140,13 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(_NOT_ALNUM_BEFORE + r"(?=[a-fA-F]*\d)[0-9a-fA-F]{8,}" + _NOT_ALNUM_AFTER),
         WILDCARD,
     ),
-    # numbers with a unit (durations, sizes, percentages) keep the unit: 3000ms -> <*>ms
+    # numbers with a unit (durations, sizes, percentages) keep the unit: 3000ms -> <*>ms.
+    # A number starts only where no digit group ends just before it: started at every group of
+    # 1.1.1.… the rule rescanned the rest of the run from each (quadratic).
     (
         re.compile(
             _NOT_ALNUM_BEFORE
-            + r"\d+(?:[.,]\d+)*(?=(?:ns|us|µs|ms|s|m|h|d|[KMGT]i?B|B|%)"
+            + r"(?<![0-9][.,])\d+(?:[.,]\d+)*(?=(?:ns|us|µs|ms|s|m|h|d|[KMGT]i?B|B|%)"
             + _NOT_ALNUM_AFTER
             + ")"
         ),
