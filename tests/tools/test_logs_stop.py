@@ -11,11 +11,16 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from plugin.errors import StopReason
+from plugin.request import DiagnosisRequest
+from tests.conftest import StartServer
+from tests.harness.support import LOGS_INPUT, adapters, call, harness, tool_step
 from tests.tools.test_logs import _at, _input, _line, _write
-from tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
+from tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
 from tools.log_summary import Grid, Tally
 from tools.logs import CHUNK_BYTES, JsonlLogSource, LogsAdapter
 from tools.schemas import LogSummary
@@ -37,6 +42,16 @@ def _big_hour(folder: Path, lines: int) -> None:
         for i in range(lines)
     ]
     _write(folder, HOUR_FILE, rows)
+
+
+def _endless_hour(folder: Path) -> Path:
+    """An hour file of 64 GB that takes no disk (sparse: reads as NUL bytes, no newline): a
+    scan of it runs for minutes unless something stops it."""
+    path = folder / HOUR_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        handle.truncate(64 << 30)
+    return path
 
 
 async def test_cancelling_the_await_sets_the_stop_and_the_worker_ends() -> None:
@@ -141,14 +156,31 @@ def _wait_until(condition: Callable[[], bool], seconds: float) -> None:
 
 
 async def test_a_cancelled_query_stops_its_scan_thread_within_a_second(tmp_path: Path) -> None:
-    _big_hour(tmp_path, 300_000)
-    total = len((tmp_path / HOUR_FILE).read_bytes().splitlines())
+    _endless_hour(tmp_path)
     source = JsonlLogSource(tmp_path)
     adapter = LogsAdapter(source)
     with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.2):
+        async with asyncio.timeout(0.3):
             await adapter.invoke(AdapterCall("c", "r", _input(_at(10), _at(11))))
     # The scan's ``finally`` records what it read: it runs when the thread stops.
     await asyncio.to_thread(_wait_until, lambda: bool(source.stats.last_files), 1.0)
     assert source.stats.last_files == (HOUR_FILE,)
-    assert 0 < source.stats.lines_read < total
+
+
+async def test_the_run_deadline_stops_the_scan_thread(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    """End to end: a real folder source behind the harness; the run's deadline cuts the tool
+    call off, and the scan it started stops too (it would otherwise read for minutes)."""
+    _endless_hour(tmp_path / "logs")
+    source = JsonlLogSource(tmp_path / "logs")
+    table: dict[ToolName, Any] = {**adapters(), ToolName.QUERY_LOGS: LogsAdapter(source)}
+    server = await model_server([tool_step(call("c1", "query_logs", LOGS_INPUT))])
+    built = harness(server, tmp_path, table, DIAG_DEADLINE_SECONDS=3)
+    started = time.monotonic()
+    result = await built.diagnose(DiagnosisRequest("payment-api errors since 10:00?"))
+    assert time.monotonic() - started < 3 + 2.0
+    assert result.stop_reason is StopReason.DEADLINE_EXCEEDED
+    assert server.request_count == 1
+    await asyncio.to_thread(_wait_until, lambda: bool(source.stats.last_files), 1.0)
+    assert source.stats.last_files == (HOUR_FILE,)  # the scan thread ended
