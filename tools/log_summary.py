@@ -119,7 +119,7 @@ def pattern_keys(messages: Sequence[str]) -> list[bytes]:
 # they cannot contain, and lookarounds are fixed-width.
 _NOT_ALNUM_BEFORE = r"(?<![A-Za-z0-9])"
 _NOT_ALNUM_AFTER = r"(?![A-Za-z0-9])"
-_NOT_HOST_BEFORE = r"(?<![A-Za-z0-9.-])(?<!//)"  # a URL's host names the upstream: kept
+_NOT_HOST_BEFORE = r"(?<![A-Za-z0-9.@-])(?<!//)"  # a URL's host names the upstream: kept
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _WEEKDAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _HOST_SUFFIX = (

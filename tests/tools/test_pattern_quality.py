@@ -128,6 +128,10 @@ def test_each_event_is_one_pattern_and_no_pattern_holds_two_events() -> None:
         ("connect to node-7.prod.example.com:8443 failed", "connect to <*> failed"),
         ("at com.acme.Bar.run(Bar.java:123)", "at com.acme.Bar.run(Bar.java:<*>)"),
         ("GET https://api.stripe.com/v1/x", "GET https://api.stripe.com/v<*>/x"),
+        (
+            "dsn=mysql://app:***@db-primary.internal:3306/x",
+            "dsn=mysql://app:***@db-primary.internal:<*>/x",
+        ),
         ("ipv6 up, log4j loaded, id a1b2 x9y8", "ipv<*> up, log<*>j loaded, id <*> <*>"),
         ("Jun  4 03:02:01 host1 CRON[12]: job", "<*> <*> <*> host<*> CRON[<*>]: job"),
         ("May be slow", "May be slow"),
