@@ -34,3 +34,19 @@ async def test_the_estimate_counts_tool_definitions(
     # About 4 bytes a token: at least the definitions and the message texts as sent.
     assert result.usage.prompt_tokens * 4 >= _bytes(tools) + content
     assert result.usage.prompt_tokens * 4 <= 2 * _bytes(sent) + 4096  # and not wildly more
+
+
+async def test_the_estimate_counts_the_response_format_under_structured_output(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    step = ModelStep(
+        content=draft_json(conclusion=False), prompt_tokens=None, completion_tokens=None
+    )
+    server = await model_server([step])
+    built = harness(server, tmp_path, DIAG_STRUCTURED_OUTPUT="json_schema")
+    result = await built.diagnose(QUERY)
+    sent = server.requests[0]
+    assert "response_format" in sent
+    content = sum(len(str(m.get("content") or "").encode("utf-8")) for m in sent["messages"])
+    counted = _bytes(sent["tools"]) + _bytes(sent["response_format"]) + content
+    assert result.usage.prompt_tokens * 4 >= counted
