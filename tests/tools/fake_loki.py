@@ -35,6 +35,7 @@ class Reply:
     status: int = 200
     body: bytes = b"{}"
     content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def json_reply(value: Any, status: int = 200) -> Reply:
@@ -60,7 +61,7 @@ class Wire:
     """
 
     chunked: bool = True
-    encoding: str | None = "gzip"  # "gzip", "deflate" or None
+    encoding: str | None = "gzip"  # "gzip", "deflate", "deflate-raw" or None
     write_sizes: tuple[int, int] = (1, 100)
     pause: float = 0.001  # a real network: the client reads before the answer is complete
     pause_every: int = 20  # writes between two pauses
@@ -79,6 +80,9 @@ def _encode(body: bytes, encoding: str | None) -> bytes:
         return gzip.compress(body)
     if encoding == "deflate":
         return zlib.compress(body)
+    if encoding == "deflate-raw":  # what some servers send as "deflate": no zlib header
+        packer = zlib.compressobj(wbits=-15)
+        return packer.compress(body) + packer.flush()
     return body
 
 
@@ -181,8 +185,9 @@ class FakeLoki:
         rng = random.Random(wire.seed + len(self.requests))
         body = _encode(reply.body, wire.encoding)
         head = [f"HTTP/1.1 {reply.status} X", f"Content-Type: {reply.content_type}"]
+        head += [f"{name}: {value}" for name, value in reply.headers]
         if wire.encoding is not None:
-            head.append(f"Content-Encoding: {wire.encoding}")
+            head.append(f"Content-Encoding: {wire.encoding.removesuffix('-raw')}")
         framed = wire.chunked or wire.endless
         head.append("Transfer-Encoding: chunked" if framed else f"Content-Length: {len(body)}")
         await self._write(writer, ("\r\n".join(head) + "\r\n\r\n").encode(), rng)

@@ -81,6 +81,7 @@ WIRES = {
     "chunked-gzip-1-100": Wire(),
     "chunked-gzip-1-byte": Wire(write_sizes=(1, 1)),
     "chunked-deflate": Wire(encoding="deflate"),
+    "length-raw-deflate": Wire(chunked=False, encoding="deflate-raw"),
     "chunked-plain": Wire(encoding=None),
     "length-gzip": Wire(chunked=False),
     "length-plain-fragmented": Wire(chunked=False, encoding=None, write_sizes=(1, 7)),
@@ -195,3 +196,37 @@ async def test_a_label_list_cut_mid_body_is_unavailable(fake: FakeLoki) -> None:
         await source.services(100)
     await source.aclose()
     assert caught.value.code is AdapterErrorCode.UNAVAILABLE
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        (
+            Reply(429, b"too many outstanding requests", "text/plain", (("Retry-After", "1"),)),
+            AdapterErrorCode.UNAVAILABLE,
+        ),
+        (Reply(429, b"slow down", "text/plain"), AdapterErrorCode.UNAVAILABLE),
+        (
+            Reply(502, b"<html>bad gateway password=hunter2</html>", "text/html"),
+            AdapterErrorCode.UNAVAILABLE,
+        ),
+        (
+            Reply(504, b"upstream timed out", "text/plain", (("Retry-After", "120"),)),
+            AdapterErrorCode.UNAVAILABLE,
+        ),
+        (
+            Reply(400, b"parse error at line 1, col 12: syntax error", "text/plain"),
+            AdapterErrorCode.INVALID_INPUT,
+        ),
+    ],
+    ids=["429-retry-after", "429", "502-html", "504-retry-after", "400"],
+)
+async def test_refusals_over_the_wire_are_defined_codes_and_never_retried(
+    fake: FakeLoki, reply: Reply, code: AdapterErrorCode
+) -> None:
+    fake.reply = lambda: reply
+    started = time.monotonic()
+    result = await _invoke(LokiLogSource(fake.url, timeout_seconds=3))
+    assert result == Failed(code)
+    _assert_within(started, 0)  # answered at once: no wait for Retry-After, no retry
+    assert len(fake.log_requests) == 1
