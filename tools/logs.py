@@ -21,7 +21,10 @@ at a time; a level or ``contains`` filter is first looked for in the raw bytes
 refuses), and a batch of regular lines is counted with C loops rather than a Python step per
 line (:func:`_fast_batch`; the bench measures the busiest generated hour, 240k lines).
 Malformed lines (bad JSON, missing or mistyped fields, naive timestamps, over-long lines) are
-skipped and counted, never fatal.
+skipped and counted, never fatal. Only regular files reached from the folder without following a
+link are opened (:func:`open_inside`), and at most the size they had when opened is read. The scan
+runs in a worker thread (:func:`tools.threads.in_thread`) that a cancelled query stops within
+one block.
 
 Loki (:class:`LokiLogSource`) gets ``GET {base}/loki/api/v1/query_range`` with a LogQL query built
 from the typed input, every value escaped as a LogQL string literal::
@@ -38,7 +41,8 @@ level filter no parser runs and non-JSON lines are returned as they are.
 ``DIAG_LOKI_ORG_ID`` is sent as ``X-Scope-OrgID``. The summary's counts come from
 ``sum(count_over_time(<query> [<bucket>s]))`` stepped by the bucket width; its patterns from the
 newest :data:`SAMPLE_LINES` lines, so it says ``exact: false`` unless that sample held every
-match.
+match. Every answer is read to its end (chunked, gzip or deflate) under one total timeout and a
+decoded byte cap (:func:`read_body`); parsing, counting and masking run in a worker thread.
 """
 
 from __future__ import annotations
