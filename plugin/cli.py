@@ -158,17 +158,19 @@ async def _patterns(args: argparse.Namespace) -> int:
 
 
 def _print_patterns(file: str | None) -> int:
-    # Plain blocking reads: this command runs nothing else on its loop.
-    from tools.log_summary import message_pattern
+    # Plain blocking reads: this command runs nothing else on its loop. The input is one
+    # window, as the summary sees a query's matches: read whole, then grouped.
+    from tools.log_summary import window_patterns
 
     try:
         source = open(file, "rb") if file is not None else sys.stdin.buffer
     except OSError as exc:
         return _error(InputRejection.INVALID_ARGUMENTS.value, f"cannot read {file}: {exc.strerror}")
     with source:
-        for raw in source:
-            line = raw.removesuffix(b"\n").removesuffix(b"\r").decode("utf-8", "replace")
-            sys.stdout.write(message_pattern(line) + "\n")
+        lines = [
+            raw.removesuffix(b"\n").removesuffix(b"\r").decode("utf-8", "replace") for raw in source
+        ]
+    sys.stdout.writelines(pattern + "\n" for pattern in window_patterns(lines))
     sys.stdout.flush()
     return EXIT_OK
 

@@ -29,14 +29,14 @@ import json
 import re
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 from tools.redact import HEADROOM, redact_prefix
 from tools.schemas import LogBuckets, LogPattern, LogSummary
-from tools.threads import NEVER, Stop, Stopped
+from tools.threads import NEVER, OutOfTime, Stop, Stopped
 
 __all__ = [
     "BUCKET_WIDTHS",
@@ -56,6 +56,8 @@ __all__ = [
     "pattern_key",
     "pattern_keys",
     "pattern_of",
+    "variant_targets",
+    "window_patterns",
 ]
 
 BUCKET_WIDTHS = (60, 300, 900, 1800, 3600)
@@ -65,6 +67,9 @@ PATTERN_CHARS = 160
 PATTERN_BYTES = 320  # one pattern as a JSON string, worst case (escapes, CJK)
 KEY_CHARS = PATTERN_CHARS + HEADROOM
 MAX_KEYS = 20_000
+MERGE_VARIANTS = 8  # distinct patterns differing in one token that are merged (see variant_targets)
+MERGE_MAX_TOKENS = 64  # patterns with more tokens, or more characters, are left as they are
+MERGE_MAX_CHARS = 512
 PATTERN_CACHE = 65_536
 WILDCARD = "<*>"
 _MARK = "…"
@@ -286,8 +291,51 @@ def pattern_of(key: bytes) -> str:
 
 
 def message_pattern(message: str) -> str:
-    """The pattern a message is grouped under (what ``sre-diag patterns`` prints)."""
+    """The pattern of one message alone (before :func:`variant_targets` merges a window's)."""
     return full_pattern(pattern_key(message))
+
+
+def variant_targets(patterns: Iterable[str], stop: Stop = NEVER) -> dict[str, str]:
+    """The second, Drain-like step over a window's patterns: patterns that are equal but for
+    ONE token, where at least :data:`MERGE_VARIANTS` distinct patterns share everything else
+    (a user name, a table, a host the masker cannot know is variable), map to that pattern
+    with ``<*>`` in the token's place. Fewer variants are left apart: two or three words in
+    one place (``succeeded``/``failed``) are more likely different events, and merging two
+    events is worse than splitting one. A pattern in several such groups joins the largest.
+
+    One dict entry per token position, keyed by the text before and after it (patterns over
+    :data:`MERGE_MAX_TOKENS` tokens or :data:`MERGE_MAX_CHARS` characters are skipped, so a
+    pattern costs at most a few tens of kilobytes of copying); ``stop`` is checked every
+    :data:`_STOP_EVERY` patterns (a spent budget raises :class:`~tools.threads.OutOfTime`)."""
+    groups: dict[tuple[int, str, str], list[str]] = {}
+    for done, pattern in enumerate(patterns):
+        if done % _STOP_EVERY == 0:
+            stop.check()
+        tokens = pattern.split(" ")
+        if len(tokens) > MERGE_MAX_TOKENS or len(pattern) > MERGE_MAX_CHARS:
+            continue
+        start = 0
+        for index, token in enumerate(tokens):
+            end = start + len(token)
+            if token != WILDCARD:
+                key = (index, pattern[:start], pattern[end:])
+                groups.setdefault(key, []).append(pattern)
+            start = end + 1
+    targets: dict[str, str] = {}
+    wide = [(key, members) for key, members in groups.items() if len(members) >= MERGE_VARIANTS]
+    for (_, before, after), members in sorted(wide, key=lambda kv: -len(kv[1])):
+        for pattern in members:
+            targets.setdefault(pattern, before + WILDCARD + after)
+    return targets
+
+
+def window_patterns(messages: Sequence[str]) -> list[str]:
+    """What the summary groups each of ``messages`` under when they are one window's matches
+    (what ``sre-diag patterns`` prints): :func:`message_pattern`, then :func:`variant_targets`
+    over all of them."""
+    alone = [message_pattern(message) for message in messages]
+    targets = variant_targets(dict.fromkeys(alone))
+    return [targets.get(pattern, pattern) for pattern in alone]
 
 
 class _Seen:
@@ -304,6 +352,14 @@ class _Seen:
         self.count += other.count
         self.first = min(self.first, other.first)
         self.last = max(self.last, other.last)
+
+
+def _fold(patterns: dict[str, _Seen], pattern: str, seen: _Seen) -> None:
+    mine = patterns.get(pattern)
+    if mine is None:
+        patterns[pattern] = _Seen(seen.first, seen.count, seen.last)
+    else:
+        mine.merge(seen)
 
 
 class Tally:
@@ -404,14 +460,21 @@ class Tally:
         for done, (key, seen) in enumerate(ranked_keys):
             if done % _STOP_EVERY == 0 and self._stop_here(stop):
                 break
-            pattern = full_pattern(key)
-            mine = patterns.get(pattern)
-            if mine is None:
-                patterns[pattern] = _Seen(seen.first, seen.count, seen.last)
-            else:
-                mine.merge(seen)
+            _fold(patterns, full_pattern(key), seen)
+        patterns = self._merge_variants(patterns, stop)
         ranked = sorted(patterns.items(), key=lambda kv: (-kv[1].count, kv[1].first, kv[0]))
         return [(bound_pattern(pattern), seen) for pattern, seen in ranked[:TOP_MESSAGES]]
+
+    def _merge_variants(self, patterns: dict[str, _Seen], stop: Stop) -> dict[str, _Seen]:
+        try:
+            targets = variant_targets(patterns, stop)
+        except OutOfTime:
+            self.overflow = True
+            return patterns
+        merged: dict[str, _Seen] = {}
+        for pattern, seen in patterns.items():
+            _fold(merged, targets.get(pattern, pattern), seen)
+        return merged
 
     def _stop_here(self, stop: Stop) -> bool:
         if stop.requested:

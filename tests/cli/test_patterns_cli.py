@@ -83,3 +83,14 @@ async def test_long_messages_are_printed_uncut_and_grouped_apart() -> None:
 async def test_a_missing_file_is_a_usage_error(tmp_path: Path) -> None:
     code, out, _ = await _patterns(str(tmp_path / "nope.log"))
     assert code == 2 and b"INVALID_ARGUMENTS" in out
+
+
+async def test_the_input_is_one_window_as_the_summary_groups_it() -> None:
+    users = ["admin", "oracle", "test", "guest", "ubuntu", "postgres", "deploy", "git", "ftp"]
+    lines = [f"Failed password for invalid user {u} from 10.0.0.{n} port 22" for n, u in
+             enumerate(users)]  # fmt: skip
+    code, out, _ = await _patterns(stdin="\n".join(lines).encode())
+    assert code == 0
+    assert out.decode().split("\n")[:-1] == [
+        "Failed password for invalid user <*> from <*> port <*>"
+    ] * len(users)

@@ -72,6 +72,7 @@ CONTRACT_DEFAULTS: dict[str, Expectation] = {
     "DIAG_OPS_PORT": None,
 }
 
+
 def _aliases(alias: object) -> tuple[str, ...]:
     if isinstance(alias, str):
         return (alias,)

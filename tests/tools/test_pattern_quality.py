@@ -17,7 +17,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tools.log_summary import _MASKS, PATTERN_CHARS, Grid, Tally, mask_message, message_pattern
+from tools.log_summary import (
+    _MASKS,
+    PATTERN_CHARS,
+    Grid,
+    Tally,
+    mask_message,
+    message_pattern,
+    window_patterns,
+)
 
 Rng = random.Random
 MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
@@ -176,3 +184,51 @@ def test_the_needle_guards_never_change_a_result() -> None:
         assert mask_message(text) == _unguarded(text), text
     for event, line in _corpus(per_event=3):
         assert mask_message(line) == _unguarded(line), event
+
+
+USERS = ["admin", "oracle", "test", "guest", "ubuntu", "postgres", "deploy", "git", "ftp", "pi"]
+
+
+def _ssh(user: str, n: int) -> str:
+    return f"Failed password for invalid user {user} from 10.0.{n}.7 port {4000 + n} ssh2"
+
+
+def test_a_window_merges_a_word_that_takes_many_values_into_one_pattern() -> None:
+    lines = [_ssh(user, n) for n, user in enumerate(USERS * 3)]
+    assert len({message_pattern(line) for line in lines}) == len(USERS)  # alone: one per user
+    assert set(window_patterns(lines)) == {
+        "Failed password for invalid user <*> from <*> port <*> ssh<*>"
+    }
+
+
+def test_a_word_with_few_values_is_never_merged() -> None:
+    outcomes = ["succeeded", "failed", "denied", "expired", "locked", "queued", "retried"]
+    lines = [f"login {outcome} for user {n}" for n in range(5) for outcome in outcomes]
+    assert len(set(window_patterns(lines))) == len(outcomes)  # 7 < MERGE_VARIANTS
+
+
+def test_the_corpus_grouped_as_one_window_neither_splits_nor_mixes() -> None:
+    corpus = _corpus()
+    ssh = [("ssh-failed", _ssh(user, n)) for n, user in enumerate(USERS * 4)]
+    lines = corpus + ssh
+    patterns: dict[str, set[str]] = defaultdict(set)
+    events: dict[str, set[str]] = defaultdict(set)
+    for (event, _), pattern in zip(lines, window_patterns([m for _, m in lines]), strict=True):
+        patterns[event].add(pattern)
+        events[pattern].add(event)
+    assert {e: p for e, p in patterns.items() if len(p) > 1} == {}
+    assert {p: e for p, e in events.items() if len(e) > 1} == {}
+
+
+def test_the_summary_counts_merged_variants_as_one_pattern() -> None:
+    start = datetime(2026, 11, 28, 10, tzinfo=UTC)
+    tally = Tally(Grid.for_window(start, start + timedelta(hours=1)))
+    for n, user in enumerate(USERS * 5):
+        tally.add(start + timedelta(seconds=n), _ssh(user, n))
+    for n in range(20):
+        tally.add(start + timedelta(seconds=n), f"disk {n} full")
+    top = tally.summary(exact=True).top_messages
+    assert [(p.pattern, p.count) for p in top] == [
+        ("Failed password for invalid user <*> from <*> port <*> ssh<*>", 50),
+        ("disk <*> full", 20),
+    ]
