@@ -76,7 +76,6 @@ def _assess_grant(line: str, roles: list[str]) -> GrantVerdict | None:
 def _mask_quoted(line: str) -> str:
     """The line with the content of back-quoted and single-quoted names blanked (same length),
     so that a name containing `` ON `` or `` TO `` cannot move the parse."""
-
     def blank(match: re.Match[str]) -> str:
         return match.group(0)[0] + "x" * (len(match.group(0)) - 2) + match.group(0)[-1]
 

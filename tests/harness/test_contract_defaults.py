@@ -72,7 +72,6 @@ CONTRACT_DEFAULTS: dict[str, Expectation] = {
     "DIAG_OPS_PORT": None,
 }
 
-
 def _aliases(alias: object) -> tuple[str, ...]:
     if isinstance(alias, str):
         return (alias,)

@@ -399,10 +399,8 @@ async def test_knowledge_folder_removed_mid_run(model_server: StartServer, tmp_p
     # Rescan on every call: the folder disappears between two lookups of one run.
     table = build_adapters(
         settings(
-            "http://unused",
-            tmp_path,
-            DIAG_KNOWLEDGE_DIR=str(folder),
-            DIAG_KNOWLEDGE_RESCAN_SECONDS="0",
+            "http://unused", tmp_path,
+            DIAG_KNOWLEDGE_DIR=str(folder), DIAG_KNOWLEDGE_RESCAN_SECONDS="0",
         )
     )
     server = await model_server(

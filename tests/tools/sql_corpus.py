@@ -273,7 +273,7 @@ BENIGN: list[str] = [
     "AND status <> 'PAID' ORDER BY id",
     "SELECT EXTRACT(HOUR FROM deployed_at) AS h, service FROM deployments",
     "SELECT id FROM orders LIMIT 1;",
-    'SELECT status FROM orders WHERE id = "ord_10231"',
+    "SELECT status FROM orders WHERE id = \"ord_10231\"",
     "SELECT CAST(amount_cents AS DECIMAL(12, 2)) / 100 AS amount, "
     "CAST(id AS CHAR CHARACTER SET utf8mb4) AS k FROM orders LIMIT 3",
     "SELECT TIMESTAMPDIFF(SECOND, MIN(created_at), MAX(created_at)) AS span_s, "
