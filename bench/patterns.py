@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO
-from tools.log_summary import pattern_key, pattern_of
+from tools.log_summary import window_patterns
 
 __all__ = ["SHAPES", "incident_lines", "main", "mixed_lines", "score"]
 
@@ -125,7 +125,7 @@ def mixed_lines(total: int = 20_000, seed: int = 3) -> Labelled:
 
 
 def _masker(messages: Sequence[str]) -> list[Hashable]:
-    return [pattern_of(pattern_key(m)) for m in messages]
+    return list(window_patterns(messages))
 
 
 def _drain(masking: bool) -> Callable[[Sequence[str]], list[Hashable]] | None:

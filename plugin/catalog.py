@@ -6,9 +6,13 @@ the runbook titles. :class:`Catalogues` keeps the three rendered descriptions, r
 catalogue once it is ``DIAG_CATALOG_REFRESH_SECONDS`` old (a failed read is retried sooner) and
 hands each run ONE tuple of descriptions, taken at its start: a run sees one consistent set.
 
-Catalogue text is data from the environment (a service, table or runbook name can be hostile):
-every entry is cleaned of control and format characters, cut to a length, and the list is
-written as a JSON array (quotes escaped), bounded in count and bytes, cut with a marker. A
+Catalogue text is data from the environment (a service, table or runbook name can be hostile;
+whoever can push a Loki stream label writes service names): a service is listed only if
+``query_logs`` accepts it as a name (other values could not be queried and are left out before
+the list is cut, so they cannot push real services out); every other entry is cleaned of control
+and format characters and cut to a length; each list is written as a JSON array (quotes
+escaped), bounded in count and bytes (:data:`MAX_SERVICES_BYTES`, :data:`MAX_TITLES_BYTES`,
+:data:`MAX_TABLES_BYTES`: every description stays well under 8 KB), cut with a marker. A
 catalogue that cannot be read leaves the tool usable; its description says the list is
 unavailable. All wording comes from ``prompts/tools.<lang>.md``.
 """
@@ -26,11 +30,14 @@ from typing import Any
 
 from plugin.prompts import ENTRIES_SLOT, PromptSet
 from tools.base import ToolName
+from tools.schemas import SERVICE_NAME
 
 __all__ = [
     "MAX_RUNBOOKS",
     "MAX_SERVICES",
+    "MAX_SERVICES_BYTES",
     "MAX_TABLES_BYTES",
+    "MAX_TITLES_BYTES",
     "Catalogues",
     "clean_entry",
     "render_catalogue",
@@ -41,9 +48,12 @@ _log = logging.getLogger(__name__)
 MAX_SERVICES = 100
 MAX_RUNBOOKS = 50
 MAX_TABLES_BYTES = 4096
+# The service and runbook title lists, in bytes of JSON: with the tool's own text, every
+# description stays well under 8 KB (CJK titles are 3 bytes a character).
+MAX_SERVICES_BYTES = 3072
+MAX_TITLES_BYTES = 3072
 # The most columns read from information_schema for one catalogue (far more than 4 KB shows).
 MAX_COLUMNS_READ = 2000
-_SERVICE_CHARS = 100
 _TITLE_CHARS = 120
 _NAME_CHARS = 64
 _TYPE_CHARS = 64
@@ -87,6 +97,14 @@ def _table_entry(table: Any, masked_word: str) -> str:
     return clean_entry(f"{clean_entry(table.table, _NAME_CHARS)}({columns})", _TABLE_ENTRY_CHARS)
 
 
+def _services(found: Sequence[Any]) -> list[str]:
+    """The names ``query_logs`` accepts as a service, each once, in the order found: anything
+    else (prose, markup, control characters, over 100 characters) could not be queried
+    and is attacker text, so it is left out, never shown cleaned."""
+    names = (str(name) for name in found)
+    return list(dict.fromkeys(name for name in names if SERVICE_NAME.fullmatch(name)))
+
+
 def render_catalogue(prompts: PromptSet, tool: ToolName, found: Sequence[Any] | None) -> str:
     """The catalogue text of ``tool`` for its description slot; ``None``: unavailable."""
     if found is None:
@@ -96,11 +114,11 @@ def render_catalogue(prompts: PromptSet, tool: ToolName, found: Sequence[Any] | 
         entries = [_table_entry(table, masked) for table in found]
         text, cut = _json_list(entries, len(entries), MAX_TABLES_BYTES)
     elif tool is ToolName.QUERY_LOGS:
-        entries = [clean_entry(str(name), _SERVICE_CHARS) for name in found]
-        text, cut = _json_list(entries, MAX_SERVICES, 1 << 20)
+        entries = _services(found)
+        text, cut = _json_list(entries, MAX_SERVICES, MAX_SERVICES_BYTES)
     else:
         entries = [clean_entry(str(title), _TITLE_CHARS) for title in found]
-        text, cut = _json_list(entries, MAX_RUNBOOKS, 1 << 20)
+        text, cut = _json_list(entries, MAX_RUNBOOKS, MAX_TITLES_BYTES)
     if cut:
         text = f"{text} {prompts.tools['cut']}"
     return prompts.tools[f"{tool.value}.catalogue"].replace(ENTRIES_SLOT, text)

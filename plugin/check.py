@@ -33,12 +33,15 @@ from typing import Any
 
 import httpx
 
+from plugin.catalog import MAX_SERVICES, clean_entry
 from plugin.settings import Settings
 
 __all__ = ["CheckResult", "CheckStatus", "check_model", "render_json", "render_text", "run_checks"]
 
 PROBE_TIMEOUT_SECONDS = 10.0
 _CONNECT_SECONDS = 5.0
+_LOKI_BODY_BYTES = 1024 * 1024  # a label-values answer, at most
+_SERVICE_CHARS = 100  # one label value as shown
 _LISTED = 8  # names shown on one line (services, tables, channels)
 _SLACK_ERROR = re.compile(r"[a-z0-9_.]{1,64}")
 
@@ -176,6 +179,40 @@ def _log_folder(folder: Path) -> CheckResult:
     )  # fmt: skip
 
 
+class _TooLarge(Exception):
+    """An answer over :data:`_LOKI_BODY_BYTES` (reading stopped there)."""
+
+
+async def _get_capped(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    """Status and the whole decoded body (chunked, gzip, deflate) of one GET, at most
+    :data:`_LOKI_BODY_BYTES`; ONE bound over connecting, the headers and every byte of the body
+    (httpx's own timeouts are per read, so a trickle would never end)."""
+    async with (
+        asyncio.timeout(_CONNECT_SECONDS),
+        httpx.AsyncClient(timeout=_CONNECT_SECONDS, headers=headers) as client,
+        client.stream("GET", url) as response,
+    ):
+        if response.status_code != 200:
+            return response.status_code, b""
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > _LOKI_BODY_BYTES:
+                raise _TooLarge
+        return 200, bytes(body)
+
+
+def _label_values(body: bytes) -> list[str] | None:
+    """The label values of a Loki answer, cleaned and bounded; ``None``: not Loki's JSON."""
+    try:
+        data = json.loads(body).get("data") or []
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    if not isinstance(data, list):
+        return None
+    return [clean_entry(str(v), _SERVICE_CHARS) for v in data[:MAX_SERVICES]]
+
+
 async def _check_loki(settings: Settings, base: str) -> CheckResult:
     where = _hostport(base)
     label = str(getattr(settings, "loki_service_label", None) or "service")
@@ -183,17 +220,17 @@ async def _check_loki(settings: Settings, base: str) -> CheckResult:
     headers = {"X-Scope-OrgID": str(org)} if org else {}
     url = base.rstrip("/") + f"/loki/api/v1/label/{label}/values"
     try:
-        async with httpx.AsyncClient(timeout=_CONNECT_SECONDS, headers=headers) as client:
-            response = await client.get(url)
-    except httpx.TimeoutException:
+        status, body = await _get_capped(url, headers)
+    except (TimeoutError, httpx.TimeoutException):
         return _failed("logs", f"Loki at {where}: no answer within {_CONNECT_SECONDS:g} s")
+    except _TooLarge:
+        return _failed("logs", f"Loki at {where} answered more than {_LOKI_BODY_BYTES} bytes")
     except httpx.HTTPError as exc:
         return _failed("logs", f"Loki at {where} unreachable ({type(exc).__name__})")
-    if response.status_code != 200:
-        return _failed("logs", f"Loki at {where} answered HTTP {response.status_code}")
-    try:
-        values = [str(v) for v in response.json().get("data") or []]
-    except (ValueError, AttributeError):
+    if status != 200:
+        return _failed("logs", f"Loki at {where} answered HTTP {status}")
+    values = _label_values(body)
+    if values is None:
         return _failed("logs", f"Loki at {where} answered something that is not Loki's JSON")
     return _ok(
         "logs", f"Loki at {where} reachable: {len(values)} services ({_listed(values)})",

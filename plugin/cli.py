@@ -1,8 +1,9 @@
-"""Command line: ``python -m plugin diagnose|serve|worker|replay|demo|check|eval`` (CONTRACTS §1).
+"""Command line: ``python -m plugin diagnose|serve|worker|replay|demo|check|patterns|eval``
+(CONTRACTS §1).
 
-stdout carries exactly one JSON object (the Execution Result, or an ``error`` object); logs go
-to stderr. Exit codes: 0 a Draft or a controlled stop, 2 input rejected before any model call,
-1 failed closed.
+stdout carries exactly one JSON object (the Execution Result, or an ``error`` object) — except
+``patterns``, which prints one pattern a line; logs go to stderr. Exit codes: 0 a Draft or a
+controlled stop, 2 input rejected before any model call, 1 failed closed.
 """
 
 from __future__ import annotations
@@ -157,6 +158,29 @@ async def _check(args: argparse.Namespace) -> int:
     return exit_status(results)
 
 
+async def _patterns(args: argparse.Namespace) -> int:
+    """Each input line's ``query_logs`` pattern, one line out per line in, in order."""
+    return _print_patterns(args.file)
+
+
+def _print_patterns(file: str | None) -> int:
+    # Plain blocking reads: this command runs nothing else on its loop. The input is one
+    # window, as the summary sees a query's matches: read whole, then grouped.
+    from tools.log_summary import window_patterns
+
+    try:
+        source = open(file, "rb") if file is not None else sys.stdin.buffer
+    except OSError as exc:
+        return _error(InputRejection.INVALID_ARGUMENTS.value, f"cannot read {file}: {exc.strerror}")
+    with source:
+        lines = [
+            raw.removesuffix(b"\n").removesuffix(b"\r").decode("utf-8", "replace") for raw in source
+        ]
+    sys.stdout.writelines(pattern + "\n" for pattern in window_patterns(lines))
+    sys.stdout.flush()
+    return EXIT_OK
+
+
 async def _demo(args: argparse.Namespace) -> int:
     from plugin.demo import run_demo
 
@@ -227,6 +251,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--model", action="store_true", help="also probe the model endpoint")
     check.add_argument("--json", action="store_true", help="one JSON object for scripts")
     check.set_defaults(run=_check)
+    patterns = commands.add_parser(
+        "patterns", help="print the query_logs pattern of each log message read, one a line"
+    )
+    patterns.add_argument("file", nargs="?", metavar="FILE", help="UTF-8 text (default: stdin)")
+    patterns.set_defaults(run=_patterns)
     evaluate = commands.add_parser("eval", help="run evaluation cases, score them (§9)")
     evaluate.add_argument("paths", nargs="+", metavar="PATH", help="case folder(s)")
     evaluate.add_argument("--replay", action="store_true", help="each case's recorded cassettes")

@@ -26,6 +26,7 @@ text, in a worker thread that neither the deadline nor a cancel can stop.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal, TypeGuard
 
 import httpx
@@ -118,10 +119,15 @@ class DiagnosisLLM(OpenAI):
 class ModelRoundGate(BaseCallbackHandler):
     """Checks the run's budgets before each model round and records usage after it."""
 
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: RunContext, sent_with_every_round: Sequence[Any] = ()) -> None:
         super().__init__(event_starts_to_ignore=[], event_ends_to_ignore=[])
         self._ctx = ctx
+        # What the LLM itself adds to every request (the strict response_format), for estimates.
+        self._always_sent = list(sent_with_every_round)
         self._open: dict[str, ModelRound] = {}
+        # What each open round sends besides its messages (tool definitions, response format),
+        # so an estimate counts the whole request: the definitions carry the catalogues.
+        self._sent_besides: dict[str, list[Any]] = {}
 
     def on_event_start(
         self,
@@ -139,6 +145,7 @@ class ModelRoundGate(BaseCallbackHandler):
         model_round = ModelRound(index=ctx.usage.model_calls, started_ms=ctx.elapsed_ms())
         ctx.rounds.append(model_round)
         self._open[event_id] = model_round
+        self._sent_besides[event_id] = [*_besides_messages(payload), *self._always_sent]
         return event_id
 
     def on_event_end(
@@ -151,13 +158,15 @@ class ModelRoundGate(BaseCallbackHandler):
         if event_type is not CBEventType.LLM:
             return
         model_round = self._open.pop(event_id, None)
+        besides = self._sent_besides.pop(event_id, [])
         if model_round is None:
             return
         ctx = self._ctx
         model_round.duration_ms = ctx.elapsed_ms() - model_round.started_ms
         response = (payload or {}).get(EventPayload.RESPONSE)
         if isinstance(response, ChatResponse):
-            self._record_usage(model_round, response, (payload or {}).get(EventPayload.MESSAGES))
+            sent = [(payload or {}).get(EventPayload.MESSAGES), *besides]
+            self._record_usage(model_round, response, sent)
         else:
             model_round.outcome = "ERROR"
         ctx.hooks.model_round(ctx, model_round)
@@ -194,6 +203,14 @@ class ModelRoundGate(BaseCallbackHandler):
         self, trace_id: str | None = None, trace_map: dict[str, list[str]] | None = None
     ) -> None:
         return None
+
+
+def _besides_messages(payload: dict[str, Any] | None) -> list[Any]:
+    """The tool definitions a round sends with its messages (the call's keyword arguments)."""
+    kwargs = (payload or {}).get(EventPayload.ADDITIONAL_KWARGS) or {}
+    if not isinstance(kwargs, dict):
+        return []
+    return [kwargs[key] for key in ("tools", "response_format") if kwargs.get(key)]
 
 
 def _is_count(value: object) -> TypeGuard[int]:
@@ -238,6 +255,7 @@ def build_llm(
 ) -> DiagnosisLLM:
     """One LLM per run, whose CallbackManager holds that run's gate."""
     strict = structured_output == "json_schema"
+    response_format = draft_response_format()
     return DiagnosisLLM(
         model=model,
         api_base=api_base,
@@ -247,7 +265,9 @@ def build_llm(
         temperature=0.0,
         context_window=context_window,
         async_http_client=http_client,
-        callback_manager=CallbackManager([ModelRoundGate(ctx)]),
+        callback_manager=CallbackManager(
+            [ModelRoundGate(ctx, [response_format] if strict else [])]
+        ),
         strict=strict,
-        additional_kwargs={"response_format": draft_response_format()} if strict else None,
+        additional_kwargs={"response_format": response_format} if strict else None,
     )

@@ -13,9 +13,11 @@ message shapes). Its cost is kept off the per-line path:
   turned into ``0`` (``bytes.translate``, a few tens of nanoseconds). The masker treats all
   digits alike, so messages differing only in their digits share a key and a pattern;
 * a key becomes a pattern once, when the summary is built: redacted first
-  (:func:`tools.redact.redact_prefix`: patterns are evidence, i.e. attacker data), then masked,
-  then bounded to :data:`PATTERN_CHARS` characters and :data:`PATTERN_BYTES` bytes of JSON;
-* keys that mask to the same pattern are merged, so counts are per pattern.
+  (:func:`tools.redact.redact_prefix`: patterns are evidence, i.e. attacker data), then masked
+  (:func:`full_pattern`);
+* keys that mask to the same full pattern are merged, so counts are per pattern; only the five
+  shown are then bounded to :data:`PATTERN_CHARS` characters and :data:`PATTERN_BYTES` bytes of
+  JSON (cutting before grouping merged long messages that differ past the cut).
 
 At most :data:`MAX_KEYS` distinct keys are tracked; lines with a further new key still count in
 ``matched`` and the buckets, but the summary then says ``exact: false``.
@@ -27,13 +29,14 @@ import json
 import re
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 from tools.redact import HEADROOM, redact_prefix
 from tools.schemas import LogBuckets, LogPattern, LogSummary
+from tools.threads import NEVER, OutOfTime, Stop, Stopped
 
 __all__ = [
     "BUCKET_WIDTHS",
@@ -47,10 +50,14 @@ __all__ = [
     "Tally",
     "bound_pattern",
     "format_ts",
+    "full_pattern",
     "mask_message",
+    "message_pattern",
     "pattern_key",
     "pattern_keys",
     "pattern_of",
+    "variant_targets",
+    "window_patterns",
 ]
 
 BUCKET_WIDTHS = (60, 300, 900, 1800, 3600)
@@ -60,9 +67,13 @@ PATTERN_CHARS = 160
 PATTERN_BYTES = 320  # one pattern as a JSON string, worst case (escapes, CJK)
 KEY_CHARS = PATTERN_CHARS + HEADROOM
 MAX_KEYS = 20_000
+MERGE_VARIANTS = 8  # distinct patterns differing in one token that are merged (see variant_targets)
+MERGE_MAX_TOKENS = 64  # patterns with more tokens, or more characters, are left as they are
+MERGE_MAX_CHARS = 512
 PATTERN_CACHE = 65_536
 WILDCARD = "<*>"
 _MARK = "…"
+_STOP_EVERY = 32  # keys masked between two looks at the stop flag (~1 ms)
 _DIGITS = bytes.maketrans(b"123456789", b"000000000")
 
 
@@ -113,6 +124,12 @@ def pattern_keys(messages: Sequence[str]) -> list[bytes]:
 # they cannot contain, and lookarounds are fixed-width.
 _NOT_ALNUM_BEFORE = r"(?<![A-Za-z0-9])"
 _NOT_ALNUM_AFTER = r"(?![A-Za-z0-9])"
+_NOT_HOST_BEFORE = r"(?<![A-Za-z0-9.@-])(?<!//)"  # a URL's host names the upstream: kept
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_WEEKDAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+_HOST_SUFFIX = (
+    r"(?:com|net|org|io|dev|app|cloud|local|localdomain|internal|lan|corp|home|svc|cluster|edu|gov)"
+)
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     # quoted values after = or : (key="value", "key": "value")
     (re.compile(r"(?P<k>[=:] ?)(?P<q>[\"'])[^\"'\n]{0,200}(?P=q)"), r"\g<k>\g<q><*>\g<q>"),
@@ -129,45 +146,123 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"),
         WILDCARD,
     ),
+    # times with AM/PM (US): 10:05 PM, 3:04:05 a.m.
+    (
+        re.compile(r"(?<!\d)\d{1,2}:\d\d(?::\d\d(?:[.,]\d+)?)? ?[AaPp]\.?[Mm]\.?(?![A-Za-z])"),
+        WILDCARD,
+    ),
     (re.compile(r"(?<!\d)\d\d:\d\d:\d\d(?:[.,]\d+)?"), WILDCARD),
+    # weekday and month names next to a day or year (syslog, RFC 2822, Apache, Java dates):
+    # Mon Jun 14, Jun 14 2023, 14-Jun-2023, 14/Jun/2023:10:00:00
+    (
+        re.compile(r"(?<![A-Za-z])" + _WEEKDAY + r"[a-z]{0,6}\.?,? (?=" + _MONTH + r"|\d)"),
+        WILDCARD + " ",
+    ),
+    (
+        re.compile(
+            r"(?<![A-Za-z])" + _MONTH + r"[a-z]{0,6}\.?(?= {1,2}\d{1,2}(?!\d)| \d{4}(?!\d)|[-/]\d)"
+        ),
+        WILDCARD,
+    ),
+    (re.compile(r"(?<=\d[-/ ])" + _MONTH + r"[a-z]{0,6}(?=[-/ ]\d)"), WILDCARD),
     # IPv4 with an optional port
     (re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\d.])"), WILDCARD),
+    # host names: a dotted name under a common suffix (node-7.prod.example.com, *.internal),
+    # or a name with a dash or two dots before a port (db-primary:3306); a one-dot name before
+    # a number is left alone (Bar.java:123 is a source line, not a host), and so is the host
+    # of a URL (https://api.stripe.com/… and https://api.adyen.com/… are different events)
+    (
+        re.compile(
+            _NOT_HOST_BEFORE
+            + r"(?:[A-Za-z0-9][A-Za-z0-9-]*\.)+"
+            + _HOST_SUFFIX
+            + r"(?![A-Za-z0-9-])(?::\d{1,5}(?!\d))?"
+        ),
+        WILDCARD,
+    ),
+    (
+        re.compile(
+            _NOT_HOST_BEFORE + r"[A-Za-z][A-Za-z0-9]*(?:(?:-[A-Za-z0-9]+)+(?:\.[A-Za-z0-9-]+)*"
+            r"|(?:\.[A-Za-z0-9-]+){2,}):\d{2,5}(?![\d.]|:\d)"
+        ),
+        WILDCARD,
+    ),
     # hex: 0x…, or a run of 8+ hex characters with a digit
     (re.compile(_NOT_ALNUM_BEFORE + r"0[xX][0-9a-fA-F]+" + _NOT_ALNUM_AFTER), WILDCARD),
     (
-        re.compile(_NOT_ALNUM_BEFORE + r"(?=[a-fA-F]*\d)[0-9a-fA-F]{8,}" + _NOT_ALNUM_AFTER),
+        re.compile(_NOT_ALNUM_BEFORE + r"[-+]?(?=[a-fA-F]*\d)[0-9a-fA-F]{8,}" + _NOT_ALNUM_AFTER),
         WILDCARD,
     ),
-    # numbers with a unit (durations, sizes, percentages) keep the unit: 3000ms -> <*>ms
+    # numbers with a unit (durations, sizes, percentages) keep the unit: 3000ms -> <*>ms.
+    # A number starts only where no digit group ends just before it: started at every group of
+    # 1.1.1.… the rule rescanned the rest of the run from each (quadratic).
     (
         re.compile(
             _NOT_ALNUM_BEFORE
-            + r"\d+(?:[.,]\d+)*(?=(?:ns|us|µs|ms|s|m|h|d|[KMGT]i?B|B|%)"
+            + r"(?<![0-9][.,])[-+]?\d+(?:[.,]\d+)*(?=(?:ns|us|µs|ms|s|m|h|d|[KMGT]i?B|B|%)"
             + _NOT_ALNUM_AFTER
             + ")"
         ),
         WILDCARD,
     ),
-    # ids mixing letters and digits, 6+ characters: pay_MVFKZ6VQPC8Z -> pay_<*>
+    # ids mixing letters and digits: 6+ characters, or 4+ with two digits (pay_MVFKZ6VQPC8Z ->
+    # pay_<*>, a1b2 -> <*>; ipv6, log4j keep their letters)
     (
         re.compile(
-            _NOT_ALNUM_BEFORE + r"(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{6,}" + _NOT_ALNUM_AFTER
+            _NOT_ALNUM_BEFORE + r"(?=[A-Za-z]*\d)(?=\d*[A-Za-z])"
+            r"(?:(?=[A-Za-z0-9]{6})|(?=[A-Za-z]*\d[A-Za-z]*\d))[A-Za-z0-9]{4,}" + _NOT_ALNUM_AFTER
         ),
         WILDCARD,
     ),
     # upper-case ids after a prefix, even without a digit: pay_DAMPHFXMULRU -> pay_<*>
     (re.compile(r"(?<=_)[A-Z0-9]{12,}" + _NOT_ALNUM_AFTER), WILDCARD),
-    # every remaining digit run (a version's dots included): no digit is ever shown
-    (re.compile(r"\d+(?:[.,]\d+)*"), WILDCARD),
+    # every remaining digit run (a version's dots included), with its sign where one stands
+    # alone before it (offset=-12, blk_-1608…; node-3 keeps its dash): no digit is ever shown
+    (re.compile(r"(?:(?<![A-Za-z0-9])[-+])?\d+(?:[.,]\d+)*"), WILDCARD),
     # adjacent wildcards joined by punctuation collapse: <*>.<*>, <*>:<*>
     (re.compile(r"<\*>(?:[.:/-]<\*>)+"), WILDCARD),
 )
 
 
+def _any_of(*needles: str) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(needle) for needle in needles))
+
+
+_MONTH_NEEDLES = _any_of(*_MONTH.removeprefix("(?:").removesuffix(")").split("|"))
+# A rule runs only on text holding one of its needles (a substring test, or one search for an
+# alternation of literals, costs a fraction of a regex pass): what a message cannot match costs
+# almost nothing.
+_NEEDLES: dict[re.Pattern[str], str | re.Pattern[str]] = {
+    _MASKS[0][0]: _any_of('="', "='", ':"', ":'", '= "', "= '", ': "', ": '"),
+    _MASKS[2][0]: "-",
+    _MASKS[3][0]: _any_of("AM", "PM", "am", "pm", "Am", "Pm", "aM", "pM", ".m", ".M"),
+    _MASKS[4][0]: ":",
+    _MASKS[5][0]: _any_of(*_WEEKDAY.removeprefix("(?:").removesuffix(")").split("|")),
+    _MASKS[6][0]: _MONTH_NEEDLES,
+    _MASKS[7][0]: _MONTH_NEEDLES,
+    _MASKS[8][0]: ".",
+    _MASKS[9][0]: _any_of(*("." + s for s in _HOST_SUFFIX.removeprefix("(?:")[:-1].split("|"))),
+    _MASKS[10][0]: ":",
+    _MASKS[11][0]: _any_of("0x", "0X"),
+    _MASKS[15][0]: "_",
+    _MASKS[17][0]: WILDCARD,
+}
+
+
+def _may_match(pattern: re.Pattern[str], text: str) -> bool:
+    needle = _NEEDLES.get(pattern)
+    if needle is None:
+        return True
+    if isinstance(needle, str):
+        return needle in text
+    return needle.search(text) is not None
+
+
 def mask_message(text: str) -> str:
     """``text`` with its variable parts as ``<*>`` (the rules above, in order)."""
     for pattern, replacement in _MASKS:
-        text = pattern.sub(replacement, text)
+        if _may_match(pattern, text):
+            text = pattern.sub(replacement, text)
     return text
 
 
@@ -182,12 +277,65 @@ def bound_pattern(text: str) -> str:
 
 
 @lru_cache(maxsize=PATTERN_CACHE)
-def pattern_of(key: bytes) -> str:
-    """The shown pattern of a key: redacted, masked, bounded (see module docs). Pure, so the
-    most recent :data:`PATTERN_CACHE` keys are remembered across queries (a key costs ~30 µs;
-    a busy hour of one service has thousands)."""
+def full_pattern(key: bytes) -> str:
+    """The pattern a key is grouped under: redacted, masked, whitespace runs as one space —
+    never cut (two long messages that differ only past the display bound stay two groups).
+    Pure, so the most recent :data:`PATTERN_CACHE` keys are remembered across queries."""
     text, _ = redact_prefix(key.decode("utf-8", "surrogatepass"), KEY_CHARS)
-    return bound_pattern(" ".join(mask_message(text).split()))
+    return " ".join(mask_message(text).split())
+
+
+def pattern_of(key: bytes) -> str:
+    """The shown pattern of a key: :func:`full_pattern` bounded for display."""
+    return bound_pattern(full_pattern(key))
+
+
+def message_pattern(message: str) -> str:
+    """The pattern of one message alone (before :func:`variant_targets` merges a window's)."""
+    return full_pattern(pattern_key(message))
+
+
+def variant_targets(patterns: Iterable[str], stop: Stop = NEVER) -> dict[str, str]:
+    """The second, Drain-like step over a window's patterns: patterns that are equal but for
+    ONE token, where at least :data:`MERGE_VARIANTS` distinct patterns share everything else
+    (a user name, a table, a host the masker cannot know is variable), map to that pattern
+    with ``<*>`` in the token's place. Fewer variants are left apart: two or three words in
+    one place (``succeeded``/``failed``) are more likely different events, and merging two
+    events is worse than splitting one. A pattern in several such groups joins the largest.
+
+    One dict entry per token position, keyed by the text before and after it (patterns over
+    :data:`MERGE_MAX_TOKENS` tokens or :data:`MERGE_MAX_CHARS` characters are skipped, so a
+    pattern costs at most a few tens of kilobytes of copying); ``stop`` is checked every
+    :data:`_STOP_EVERY` patterns (a spent budget raises :class:`~tools.threads.OutOfTime`)."""
+    groups: dict[tuple[int, str, str], list[str]] = {}
+    for done, pattern in enumerate(patterns):
+        if done % _STOP_EVERY == 0:
+            stop.check()
+        tokens = pattern.split(" ")
+        if len(tokens) > MERGE_MAX_TOKENS or len(pattern) > MERGE_MAX_CHARS:
+            continue
+        start = 0
+        for index, token in enumerate(tokens):
+            end = start + len(token)
+            if token != WILDCARD:
+                key = (index, pattern[:start], pattern[end:])
+                groups.setdefault(key, []).append(pattern)
+            start = end + 1
+    targets: dict[str, str] = {}
+    wide = [(key, members) for key, members in groups.items() if len(members) >= MERGE_VARIANTS]
+    for (_, before, after), members in sorted(wide, key=lambda kv: -len(kv[1])):
+        for pattern in members:
+            targets.setdefault(pattern, before + WILDCARD + after)
+    return targets
+
+
+def window_patterns(messages: Sequence[str]) -> list[str]:
+    """What the summary groups each of ``messages`` under when they are one window's matches
+    (what ``sre-diag patterns`` prints): :func:`message_pattern`, then :func:`variant_targets`
+    over all of them."""
+    alone = [message_pattern(message) for message in messages]
+    targets = variant_targets(dict.fromkeys(alone))
+    return [targets.get(pattern, pattern) for pattern in alone]
 
 
 class _Seen:
@@ -204,6 +352,14 @@ class _Seen:
         self.count += other.count
         self.first = min(self.first, other.first)
         self.last = max(self.last, other.last)
+
+
+def _fold(patterns: dict[str, _Seen], pattern: str, seen: _Seen) -> None:
+    mine = patterns.get(pattern)
+    if mine is None:
+        patterns[pattern] = _Seen(seen.first, seen.count, seen.last)
+    else:
+        mine.merge(seen)
 
 
 class Tally:
@@ -292,21 +448,46 @@ class Tally:
         for key, seen in other.keys.items():
             self._merge_key(key, seen.count, seen.first, seen.last)
 
-    def top_patterns(self) -> list[tuple[str, _Seen]]:
-        """The :data:`TOP_MESSAGES` most frequent patterns (ties: earliest first seen)."""
-        patterns: dict[str, _Seen] = {}
-        for key, seen in self.keys.items():
-            pattern = pattern_of(key)
-            mine = patterns.get(pattern)
-            if mine is None:
-                patterns[pattern] = _Seen(seen.first, seen.count, seen.last)
-            else:
-                mine.merge(seen)
-        ranked = sorted(patterns.items(), key=lambda kv: (-kv[1].count, kv[1].first, kv[0]))
-        return ranked[:TOP_MESSAGES]
+    def top_patterns(self, stop: Stop = NEVER) -> list[tuple[str, _Seen]]:
+        """The :data:`TOP_MESSAGES` most frequent patterns (ties: earliest first seen).
 
-    def summary(self, *, exact: bool) -> LogSummary:
-        """The summary model; ``exact`` is further cleared when keys overflowed."""
+        Keys are masked most frequent first and ``stop`` is checked every
+        :data:`_STOP_EVERY` keys: a cancelled caller ends the work (:class:`Stopped`); a spent
+        time budget ends it early with the patterns of the keys masked so far, the most
+        frequent ones, and the summary then says ``exact: false``."""
+        patterns: dict[str, _Seen] = {}
+        ranked_keys = sorted(self.keys.items(), key=lambda kv: -kv[1].count)
+        for done, (key, seen) in enumerate(ranked_keys):
+            if done % _STOP_EVERY == 0 and self._stop_here(stop):
+                break
+            _fold(patterns, full_pattern(key), seen)
+        patterns = self._merge_variants(patterns, stop)
+        ranked = sorted(patterns.items(), key=lambda kv: (-kv[1].count, kv[1].first, kv[0]))
+        return [(bound_pattern(pattern), seen) for pattern, seen in ranked[:TOP_MESSAGES]]
+
+    def _merge_variants(self, patterns: dict[str, _Seen], stop: Stop) -> dict[str, _Seen]:
+        try:
+            targets = variant_targets(patterns, stop)
+        except OutOfTime:
+            self.overflow = True
+            return patterns
+        merged: dict[str, _Seen] = {}
+        for pattern, seen in patterns.items():
+            _fold(merged, targets.get(pattern, pattern), seen)
+        return merged
+
+    def _stop_here(self, stop: Stop) -> bool:
+        if stop.requested:
+            raise Stopped
+        if stop.out_of_time():
+            self.overflow = True
+            return True
+        return False
+
+    def summary(self, *, exact: bool, stop: Stop = NEVER) -> LogSummary:
+        """The summary model; ``exact`` is further cleared when keys overflowed or the
+        masking ran out of time (see :meth:`top_patterns`)."""
+        top = self.top_patterns(stop)
         return LogSummary(
             matched=self.matched,
             exact=exact and not self.overflow,
@@ -324,6 +505,6 @@ class Tally:
                     first_ts=format_ts(seen.first),
                     last_ts=format_ts(seen.last),
                 )
-                for pattern, seen in self.top_patterns()
+                for pattern, seen in top
             ],
         )

@@ -21,7 +21,10 @@ at a time; a level or ``contains`` filter is first looked for in the raw bytes
 refuses), and a batch of regular lines is counted with C loops rather than a Python step per
 line (:func:`_fast_batch`; the bench measures the busiest generated hour, 240k lines).
 Malformed lines (bad JSON, missing or mistyped fields, naive timestamps, over-long lines) are
-skipped and counted, never fatal.
+skipped and counted, never fatal. Only regular files reached from the folder without following a
+link are opened (:func:`open_inside`), and at most the size they had when opened is read. The scan
+runs in a worker thread (:func:`tools.threads.in_thread`) that a cancelled query stops within
+one block.
 
 Loki (:class:`LokiLogSource`) gets ``GET {base}/loki/api/v1/query_range`` with a LogQL query built
 from the typed input, every value escaped as a LogQL string literal::
@@ -38,19 +41,22 @@ level filter no parser runs and non-JSON lines are returned as they are.
 ``DIAG_LOKI_ORG_ID`` is sent as ``X-Scope-OrgID``. The summary's counts come from
 ``sum(count_over_time(<query> [<bucket>s]))`` stepped by the bucket width; its patterns from the
 newest :data:`SAMPLE_LINES` lines, so it says ``exact: false`` unless that sample held every
-match.
+match. Every answer is read to its end (chunked, gzip or deflate) under one total timeout and a
+decoded byte cap (:func:`read_body`); parsing, counting and masking run in a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import errno
 import json
 import logging
 import os
 import re
+import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import chain
@@ -66,7 +72,8 @@ from yarl import URL
 from tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
 from tools.log_summary import Grid, Tally, format_ts, pattern_keys
 from tools.redact import HEADROOM, redact_prefix
-from tools.schemas import LogItem, LogsInput, LogSummary
+from tools.schemas import SERVICE_NAME, LogItem, LogsInput, LogSummary
+from tools.threads import OutOfTime, Stop, in_thread
 
 logger = logging.getLogger(__name__)
 
@@ -188,6 +195,8 @@ def _newest_page(records: list[LogRecord], limit: int) -> LogPage:
 
 _Row = tuple[datetime, str, str, str]  # ts (UTC), service, level, message
 CHUNK_BYTES = 256 * 1024  # one C call over a batch holds the GIL for ~1 ms at most
+SCAN_SECONDS = 30.0  # one query's scan of the folder, at most (then TIMEOUT)
+MASK_SECONDS = 5.0  # masking one summary's pattern keys, at most (then exact: false)
 
 
 @dataclass(slots=True)
@@ -257,11 +266,15 @@ def _hours(start: datetime, end: datetime) -> list[datetime]:
     return hours
 
 
-def _line_batches(handle: IO[bytes]) -> Iterator[list[bytes | None]]:
-    """The file's lines (without newline) read :data:`CHUNK_BYTES` at a time; ``None`` for a
-    line longer than :data:`MAX_LINE_BYTES` (skipped, never held whole)."""
+def _line_batches(handle: IO[bytes], size: int) -> Iterator[list[bytes | None]]:
+    """The lines (without newline) of the file's first ``size`` bytes — its size when it was
+    opened: a file growing while it is read, or one that says it is empty and is not, costs
+    no more — read :data:`CHUNK_BYTES` at a time; ``None`` for a line longer than
+    :data:`MAX_LINE_BYTES` (skipped, never held whole)."""
     carry, overlong = b"", False
-    while block := handle.read(CHUNK_BYTES):
+    left = size
+    while left > 0 and (block := handle.read(min(CHUNK_BYTES, left))):
+        left -= len(block)
         parts = block.split(b"\n")
         batch: list[bytes | None] = []
         for i, part in enumerate(parts[:-1]):
@@ -282,6 +295,55 @@ def _line_batches(handle: IO[bytes]) -> Iterator[list[bytes | None]]:
         yield [None]
     elif carry:
         yield [carry]
+
+
+# Open flags: never follow a link, never wait for a FIFO's writer, never take a terminal.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+# What opening says about an entry that is not a regular file inside the folder: skipped.
+_NOT_A_FILE = frozenset(
+    {errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENXIO, errno.ENODEV, errno.EISDIR}
+)
+
+
+def open_inside(folder: Path, rel: Path) -> tuple[IO[bytes], int] | None:
+    """``folder/rel`` opened for reading with its size, only if it is a regular file reached
+    from ``folder`` without following any link; ``None`` for anything else (missing, a link —
+    to ``/proc`` or anywhere —, a FIFO, a device, a socket, a directory). The folder itself
+    may be a link. Each directory is opened with ``O_NOFOLLOW`` relative to the one before,
+    the file with ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO never blocks the open), and ``fstat``
+    on the open descriptor decides. Other errors (permission, I/O) propagate as ``OSError``."""
+    parts = rel.parts
+    if not parts or any(part in {"", ".", ".."} for part in parts):
+        return None
+    dirs: list[int] = []
+    try:
+        dirs.append(os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        for part in parts[:-1]:
+            dirs.append(os.open(part, _DIR_FLAGS, dir_fd=dirs[-1]))
+        fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=dirs[-1])
+    except OSError as exc:
+        if exc.errno in _NOT_A_FILE:
+            return None
+        raise
+    finally:
+        for opened in dirs:
+            os.close(opened)
+    return _regular(fd, rel)
+
+
+def _regular(fd: int, rel: Path) -> tuple[IO[bytes], int] | None:
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            logger.warning("skipped %s: not a regular file", rel.as_posix())
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb"), info.st_size
 
 
 def _fields(raw: bytes) -> _Row | None:
@@ -458,20 +520,34 @@ def line_matches(record: LogRecord, q: LogsInput) -> bool:
 class JsonlLogSource:
     """Searches ``<folder>/<service>/<YYYY-MM-DD>/<HH>.jsonl`` files (see module docs)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        scan_seconds: float = SCAN_SECONDS,
+        mask_seconds: float = MASK_SECONDS,
+    ) -> None:
         self.folder = folder
         self.stats = ReadStats()
+        self.scan_seconds = scan_seconds
+        self.mask_seconds = mask_seconds
         self._stats_lock = threading.Lock()
 
     async def search(self, q: LogsInput) -> LogPage:
-        """Read the files of the window's hours (and only those), in a worker thread."""
-        return await asyncio.to_thread(self._search, q)
+        """Read the files of the window's hours (and only those), in a worker thread that
+        stops within one block when the query is cancelled (the run's deadline, a Cancel) and
+        answers ``TIMEOUT`` past :attr:`scan_seconds`."""
+        try:
+            return await in_thread(self._search, Stop(self.scan_seconds), q)
+        except OutOfTime:
+            raise LogSourceError(AdapterErrorCode.TIMEOUT) from None
 
     async def aclose(self) -> None:
         """Nothing is held open between queries."""
 
     async def services(self, limit: int) -> list[str]:
-        """The first ``limit`` service folder names, sorted (hidden entries skipped)."""
+        """The first ``limit`` service folder names, sorted: hidden entries, links and names
+        ``query_logs`` would refuse are skipped."""
         return await asyncio.to_thread(self._services, limit)
 
     def _services(self, limit: int) -> list[str]:
@@ -480,19 +556,22 @@ class JsonlLogSource:
                 names = sorted(
                     entry.name
                     for entry in entries
-                    if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False)
+                    if not entry.name.startswith(".")
+                    and SERVICE_NAME.fullmatch(entry.name)
+                    and entry.is_dir(follow_symlinks=False)
                 )
         except OSError as exc:
             logger.warning("log folder unreadable (%s)", type(exc).__name__)
             raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
         return names[:limit]
 
-    def _search(self, q: LogsInput) -> LogPage:
+    def _search(self, stop: Stop, q: LogsInput) -> LogPage:
         service_dir = self._service_dir(q.service)
         scan = _Scan(Tally(Grid.for_window(q.start, q.end)), _Newest(q.limit))
         try:
             for hour in _hours(q.start, q.end):
-                self._scan_hour(service_dir / f"{hour:%Y-%m-%d}" / f"{hour:%H}.jsonl", q, scan)
+                path = service_dir / f"{hour:%Y-%m-%d}" / f"{hour:%H}.jsonl"
+                self._scan_hour(path, q, scan, stop)
         except OSError as exc:
             logger.warning("log folder unreadable (%s)", type(exc).__name__)
             raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
@@ -501,7 +580,7 @@ class JsonlLogSource:
         return LogPage(
             items=scan.newest.records(),
             truncated=scan.tally.matched > q.limit,
-            summary=scan.tally.summary(exact=True),
+            summary=scan.tally.summary(exact=True, stop=stop.with_budget(self.mask_seconds)),
         )
 
     def _service_dir(self, service: str) -> Path:
@@ -511,13 +590,16 @@ class JsonlLogSource:
             raise LogSourceError(AdapterErrorCode.INVALID_INPUT)
         return self.folder / service
 
-    def _scan_hour(self, path: Path, q: LogsInput, scan: _Scan) -> None:
-        if not path.is_file():
+    def _scan_hour(self, path: Path, q: LogsInput, scan: _Scan, stop: Stop) -> None:
+        opened = open_inside(self.folder, path.relative_to(self.folder))
+        if opened is None:
             return
+        handle, size = opened
         scan.files.append(path.relative_to(self.folder).as_posix())
         match = _Match(q)
-        with path.open("rb") as handle:
-            for batch in _line_batches(handle):
+        with handle:
+            for batch in _line_batches(handle, size):
+                stop.check()
                 scan.lines += len(batch)
                 if _fast_batch(batch, match, scan):
                     continue
@@ -810,7 +892,12 @@ def _status_code(status: int) -> AdapterErrorCode | None:
 
 
 def _loki_summary(
-    sample: list[LogRecord], complete: bool, counts: list[int], first: list[LogRecord], grid: Grid
+    stop: Stop,
+    sample: list[LogRecord],
+    complete: bool,
+    counts: list[int],
+    first: list[LogRecord],
+    grid: Grid,
 ) -> LogSummary:
     """Exact from the sample when it holds every match; else counts from the metric query,
     patterns and the last instant from the sample, the first from the oldest match."""
@@ -818,11 +905,75 @@ def _loki_summary(
     for record in sample:
         tally.add(record.ts, record.message)
     if complete:
-        return tally.summary(exact=True)
+        return tally.summary(exact=True, stop=stop)
     tally.add_counts(counts)
     if first:
         tally.first = first[0].ts
-    return tally.summary(exact=False)
+    return tally.summary(exact=False, stop=stop)
+
+
+def _loki_page(
+    stop: Stop,
+    q: LogsInput,
+    sample: list[LogRecord],
+    counts: list[int],
+    first: list[LogRecord] | None,
+    grid: Grid,
+) -> LogPage:
+    """The page and its summary (``first`` is ``None`` when the sample holds every match):
+    the CPU work of a Loki query, run in a worker thread."""
+    page = _newest_page(sample, q.limit)
+    stop.check()
+    summary = _loki_summary(stop, sample, first is None, counts, first or [], grid)
+    return LogPage(items=page.items, truncated=summary.matched > len(page.items), summary=summary)
+
+
+async def _both(first: Awaitable[bytes], second: Awaitable[bytes]) -> tuple[bytes, bytes]:
+    """Both answers; when one request fails, the other is cancelled (never left running)."""
+    tasks = [asyncio.ensure_future(first), asyncio.ensure_future(second)]
+    try:
+        one, two = await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+    return one, two
+
+
+READ_CHUNK_BYTES = 64 * 1024
+LABELS_MAX_BYTES = 1024 * 1024  # a label-values answer (the services catalogue)
+
+
+class BodyTooLarge(LogSourceError):
+    """An answer over its byte cap: reading stopped there (``UNAVAILABLE``, never ``INTERNAL``)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(AdapterErrorCode.UNAVAILABLE)
+        self.limit = limit
+
+
+async def read_body(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    """The whole body of ``response`` as aiohttp decodes it (chunked framing removed, gzip or
+    deflate inflated), read until its end — never one buffered read, which returns whatever
+    happened to arrive — and at most ``max_bytes`` decoded bytes: one more raises
+    :class:`BodyTooLarge` without reading further (an endless or inflating body costs the cap)."""
+    declared = response.content_length
+    if (
+        declared is not None
+        and declared > max_bytes
+        and not response.headers.get("Content-Encoding")
+    ):
+        logger.warning("loki answer of %d bytes over the %d byte cap", declared, max_bytes)
+        raise BodyTooLarge(max_bytes)
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(READ_CHUNK_BYTES):
+        size += len(chunk)
+        if size > max_bytes:
+            logger.warning("loki answer over the %d byte cap", max_bytes)
+            raise BodyTooLarge(max_bytes)
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 class LokiLogSource:
@@ -845,6 +996,7 @@ class LokiLogSource:
         line_format: str = "json",
         org_id: str | None = None,
         sample_lines: int = SAMPLE_LINES,
+        mask_seconds: float = MASK_SECONDS,
     ) -> None:
         if not LABEL_NAME.fullmatch(service_label):
             raise ValueError("service_label must be a Loki label name")
@@ -858,6 +1010,7 @@ class LokiLogSource:
         self.timeout = aiohttp.ClientTimeout(total=timeout_seconds)
         self.max_body_bytes = max_body_bytes
         self.sample_lines = sample_lines
+        self.mask_seconds = mask_seconds
         self._session: aiohttp.ClientSession | None = None
 
     def params(self, q: LogsInput) -> dict[str, str]:
@@ -885,65 +1038,79 @@ class LokiLogSource:
         return {**self.params(q), "limit": "1", "direction": "forward"}
 
     async def search(self, q: LogsInput) -> LogPage:
-        """Sample and counts; timeouts, refusals and HTTP errors become stable codes."""
+        """Sample and counts; timeouts, refusals, broken or oversized answers and HTTP errors
+        become stable codes. Parsing, counting and masking run in a worker thread that a
+        cancelled query stops."""
         grid = Grid.for_window(q.start, q.end)
         try:
-            sample_body, count_body = await asyncio.gather(
-                self._get(self.params(q)), self._get(self.count_params(q, grid))
-            )
-            # Up to max_body_bytes of JSON each: parsed in a worker thread, off the event loop.
-            sample = await asyncio.to_thread(_loki_records, sample_body, q, self.shape)
-            counts = await asyncio.to_thread(parse_loki_counts, count_body, grid)
-            complete = len(sample) < max(q.limit + 1, self.sample_lines)
-            first: list[LogRecord] = []
-            if not complete:
-                first_body = await self._get(self.first_params(q))
-                first = await asyncio.to_thread(_loki_records, first_body, q, self.shape)
+            sample, counts, first = await self._fetch(q, grid)
         except TimeoutError:
             raise LogSourceError(AdapterErrorCode.TIMEOUT) from None
         except aiohttp.InvalidURL:
             raise LogSourceError(AdapterErrorCode.NOT_CONFIGURED) from None
-        except aiohttp.ClientError as exc:
+        except (aiohttp.ClientError, OSError) as exc:
             logger.warning("loki request failed (%s)", type(exc).__name__)
             raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
-        page = _newest_page(sample, q.limit)
-        summary = _loki_summary(sample, complete, counts, first, grid)
-        return LogPage(
-            items=page.items, truncated=summary.matched > len(page.items), summary=summary
+        return await in_thread(_loki_page, Stop(self.mask_seconds), q, sample, counts, first, grid)
+
+    async def _fetch(
+        self, q: LogsInput, grid: Grid
+    ) -> tuple[list[LogRecord], list[int], list[LogRecord] | None]:
+        """The sample's records, the bucket counts and, when the sample does not hold every
+        match, the oldest match (``None`` when it does)."""
+        sample_body, count_body = await _both(
+            self._get(self.params(q)), self._get(self.count_params(q, grid))
         )
+        # Up to max_body_bytes of JSON each: parsed in a worker thread, off the event loop.
+        sample = await asyncio.to_thread(_loki_records, sample_body, q, self.shape)
+        counts = await asyncio.to_thread(parse_loki_counts, count_body, grid)
+        if len(sample) < max(q.limit + 1, self.sample_lines):
+            return sample, counts, None
+        first_body = await self._get(self.first_params(q))
+        first = await asyncio.to_thread(_loki_records, first_body, q, self.shape)
+        return sample, counts, first
 
     async def services(self, limit: int) -> list[str]:
-        """The first ``limit`` values (sorted) of the service label over the last 24 h."""
+        """The first ``limit`` values (sorted) of the service label over the last 24 h, among
+        those ``query_logs`` accepts as a service: a value nobody could query (spaces, prompt
+        text, control characters, over 100 characters) is dropped before the cut, so pushed
+        junk neither reaches the model nor pushes real services out of the list."""
         end = datetime.now(UTC)
         params = {"start": _unix_ns(end - timedelta(hours=24)), "end": _unix_ns(end)}
         try:
-            body = await self._get(params, self.labels_endpoint)
+            body = await self._get(params, self.labels_endpoint, LABELS_MAX_BYTES)
         except TimeoutError:
             raise LogSourceError(AdapterErrorCode.TIMEOUT) from None
-        except aiohttp.ClientError as exc:
+        except (aiohttp.ClientError, OSError) as exc:
             logger.warning("loki label request failed (%s)", type(exc).__name__)
             raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
         try:
             values = _LokiLabelValues.model_validate_json(body).data
         except ValidationError:
             raise LogSourceError(AdapterErrorCode.INTERNAL) from None
-        return sorted(set(values))[:limit]
+        return sorted({value for value in values if SERVICE_NAME.fullmatch(value)})[:limit]
 
-    async def _get(self, params: dict[str, str], endpoint: str | None = None) -> bytes:
+    async def _get(
+        self, params: dict[str, str], endpoint: str | None = None, max_bytes: int | None = None
+    ) -> bytes:
+        """One GET; the whole body, decoded, at most ``max_bytes`` (default
+        ``max_body_bytes``). The total timeout bounds connecting, the headers and every byte of
+        the body (a trickle, an endless body, a peer that never answers)."""
+        async with asyncio.timeout(self.timeout.total):
+            async with self._client().get(endpoint or self.endpoint, params=params) as response:
+                code = _status_code(response.status)
+                if code is not None:
+                    logger.warning("loki answered HTTP %d", response.status)
+                    raise LogSourceError(code)
+                return await read_body(response, max_bytes or self.max_body_bytes)
+
+    def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             headers = dict(self.headers)
             if self.authorization is not None:
                 headers["Authorization"] = self.authorization
             self._session = aiohttp.ClientSession(timeout=self.timeout, headers=headers)
-        async with self._session.get(endpoint or self.endpoint, params=params) as response:
-            code = _status_code(response.status)
-            if code is not None:
-                logger.warning("loki answered HTTP %d", response.status)
-                raise LogSourceError(code)
-            body = await response.content.read(self.max_body_bytes + 1)
-        if len(body) > self.max_body_bytes:
-            raise LogSourceError(AdapterErrorCode.INTERNAL)
-        return body
+        return self._session
 
     async def aclose(self) -> None:
         if self._session is not None:

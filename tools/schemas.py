@@ -80,10 +80,16 @@ def _in_calendar(value: datetime, name: str) -> datetime:
     return utc
 
 
+SERVICE_PATTERN = r"^[A-Za-z0-9_.:-]+$"
+SERVICE_CHARS = 100
+SERVICE_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
+"""A name ``query_logs`` accepts as its ``service`` (use with ``fullmatch``)."""
+
+
 class LogsInput(_Input):
     """Search one service's logs in a bounded time window."""
 
-    service: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$")]
+    service: Annotated[str, Field(min_length=1, max_length=SERVICE_CHARS, pattern=SERVICE_PATTERN)]
     start: Annotated[AwareDatetime, Field(description="RFC 3339 start, inclusive")]
     end: Annotated[AwareDatetime, Field(description="RFC 3339 end, exclusive")]
     contains: Annotated[str | None, Field(min_length=1, max_length=200)] = None

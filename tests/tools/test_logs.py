@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import importlib.util
 import json
+import os
 import re
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from plugin.resources import BUNDLED_LOGS
+from tests.tools.fake_loki import FakeLoki, Reply, json_reply, start_fake_loki, text_reply
 from tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
 from tools.logs import (
     MAX_LINE_BYTES,
@@ -264,11 +263,15 @@ async def test_unreadable_hour_file_is_unavailable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _write(tmp_path, "svc/2026-11-28/10.jsonl", [_line("2026-11-28T10:00:01Z", "x")])
+    real_open = os.open
 
-    def deny(self: Path, *args: Any, **kwargs: Any) -> Any:
-        raise PermissionError(13, "Permission denied", str(self))
+    def deny(path: Any, *args: Any, **kwargs: Any) -> int:
+        # The OS boundary: tests run as root, so a chmod would not deny anything.
+        if str(path).endswith(".jsonl"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "open", deny)
+    monkeypatch.setattr(os, "open", deny)
     adapter = LogsAdapter(JsonlLogSource(tmp_path))
     result = await adapter.invoke(AdapterCall("c", "r", _input(_at(10), _at(11), "svc")))
     assert result == Failed(AdapterErrorCode.UNAVAILABLE)
@@ -353,45 +356,6 @@ def test_logql_without_filters_has_no_parser() -> None:
 # Loki fake
 
 
-@dataclass
-class FakeLoki:
-    """A local HTTP server answering like Loki's query_range and recording requests."""
-
-    url: str = ""
-    requests: list[dict[str, str]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
-    reply: Callable[[], web.StreamResponse] = field(default=lambda: web.json_response({}))
-    """The answer to a log query (the sample, the oldest line)."""
-    counts: Callable[[dict[str, str]], web.StreamResponse] = field(
-        default=lambda query: web.json_response(_matrix_body([]))
-    )
-    """The answer to a metric query (``step`` set), given the request's query parameters."""
-    oldest: Callable[[], web.StreamResponse] | None = None
-    """The answer to the oldest-line query (``direction=forward``), if not ``reply``."""
-    delay: float = 0.0
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        self.paths.append(request.path)
-        self.requests.append(dict(request.query))
-        self.headers.append(dict(request.headers))
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        if "step" in request.query:
-            return self.counts(dict(request.query))
-        if request.query.get("direction") == "forward" and self.oldest is not None:
-            return self.oldest()
-        return self.reply()
-
-    @property
-    def log_requests(self) -> list[dict[str, str]]:
-        return [r for r in self.requests if "step" not in r]
-
-    @property
-    def count_requests(self) -> list[dict[str, str]]:
-        return [r for r in self.requests if "step" in r]
-
-
 def _matrix_body(points: list[tuple[float, int]]) -> dict[str, Any]:
     values = [[at, str(count)] for at, count in points]
     result = [{"metric": {}, "values": values}] if points else []
@@ -412,17 +376,9 @@ def _ns(ts: datetime) -> int:
 
 @pytest.fixture
 async def loki() -> AsyncIterator[FakeLoki]:
-    fake = FakeLoki()
-    app = web.Application()
-    app.router.add_get("/loki/api/v1/query_range", fake.handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    fake.url = f"http://127.0.0.1:{port}/"
-    yield fake
-    await runner.cleanup()
+    """The socket fake, answering as a real Loki does: chunked, gzip, in 1–100 byte writes."""
+    async with start_fake_loki() as fake:
+        yield fake
 
 
 @pytest.fixture
@@ -434,7 +390,7 @@ async def loki_adapter(loki: FakeLoki) -> AsyncIterator[LogsAdapter]:
 
 async def test_loki_request_shape_and_merge(loki: FakeLoki, loki_adapter: LogsAdapter) -> None:
     labels = {"service": "payment-api"}
-    loki.reply = lambda: web.json_response(
+    loki.reply = lambda: json_reply(
         _loki_body(
             [
                 (
@@ -471,7 +427,7 @@ async def test_loki_request_shape_and_merge(loki: FakeLoki, loki_adapter: LogsAd
 
 
 async def test_loki_plain_lines_and_redaction(loki: FakeLoki, loki_adapter: LogsAdapter) -> None:
-    loki.reply = lambda: web.json_response(
+    loki.reply = lambda: json_reply(
         _loki_body([({"service": "svc"}, [(_at(10, 5), "retry with token=abc123 failed")])])
     )
     items, truncated = await _ready(loki_adapter, _input(_at(10), _at(11), "svc"))
@@ -481,8 +437,8 @@ async def test_loki_plain_lines_and_redaction(loki: FakeLoki, loki_adapter: Logs
     assert not truncated
 
 
-def _status(code: int) -> Callable[[], web.StreamResponse]:
-    return lambda: web.Response(status=code, text="secret internal detail: password=hunter2")
+def _status(code: int) -> Callable[[], Reply]:
+    return lambda: text_reply("secret internal detail: password=hunter2", code)
 
 
 @pytest.mark.parametrize(
@@ -491,16 +447,16 @@ def _status(code: int) -> Callable[[], web.StreamResponse]:
         (_status(500), AdapterErrorCode.UNAVAILABLE),
         (_status(503), AdapterErrorCode.UNAVAILABLE),
         (_status(400), AdapterErrorCode.INVALID_INPUT),
-        (lambda: web.Response(text="<html>garbage</html>"), AdapterErrorCode.INTERNAL),
-        (lambda: web.json_response({"status": "error"}), AdapterErrorCode.INTERNAL),
+        (lambda: text_reply("<html>garbage</html>"), AdapterErrorCode.INTERNAL),
+        (lambda: json_reply({"status": "error"}), AdapterErrorCode.INTERNAL),
         (
-            lambda: web.json_response(
+            lambda: json_reply(
                 {"status": "success", "data": {"resultType": "matrix", "result": []}}
             ),
             AdapterErrorCode.INTERNAL,
         ),
         (
-            lambda: web.json_response(
+            lambda: json_reply(
                 {
                     "status": "success",
                     "data": {
@@ -516,7 +472,7 @@ def _status(code: int) -> Callable[[], web.StreamResponse]:
 async def test_loki_error_mapping(
     loki: FakeLoki,
     loki_adapter: LogsAdapter,
-    reply: Callable[[], web.StreamResponse],
+    reply: Callable[[], Reply],
     code: AdapterErrorCode,
 ) -> None:
     loki.reply = reply
@@ -542,14 +498,12 @@ async def test_loki_connection_refused() -> None:
     assert result == Failed(AdapterErrorCode.UNAVAILABLE)
 
 
-async def test_loki_oversized_body_is_internal(loki: FakeLoki) -> None:
-    loki.reply = lambda: web.json_response(
-        _loki_body([({"service": "svc"}, [(_at(10, 5), "x" * 4096)])])
-    )
+async def test_loki_oversized_body_is_unavailable_not_internal(loki: FakeLoki) -> None:
+    loki.reply = lambda: json_reply(_loki_body([({"service": "svc"}, [(_at(10, 5), "x" * 4096)])]))
     source = LokiLogSource(loki.url, max_body_bytes=1024)
     result = await LogsAdapter(source).invoke(AdapterCall("c", "r", _input(_at(10), _at(11))))
     await source.aclose()
-    assert result == Failed(AdapterErrorCode.INTERNAL)
+    assert result == Failed(AdapterErrorCode.UNAVAILABLE)
 
 
 # --------------------------------------------------------------------------------------------

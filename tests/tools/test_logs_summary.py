@@ -13,11 +13,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 from plugin.observations import ready_observation
+from tests.tools.fake_loki import FakeLoki, Reply, json_reply
 from tests.tools.test_logs import (
-    FakeLoki,
     _line,
     _loki_body,
     _matrix_body,
@@ -318,11 +317,11 @@ async def loki_source(loki: FakeLoki) -> AsyncIterator[LokiLogSource]:  # noqa: 
     await source.aclose()
 
 
-def _pool_stream(times: list[datetime], labels: dict[str, str] | None = None) -> web.Response:
+def _pool_stream(times: list[datetime], labels: dict[str, str] | None = None) -> Reply:
     values = [
         (ts, _line(_iso(ts), POOL.format(ms=3000 + i), "ERROR")) for i, ts in enumerate(times)
     ]
-    return web.json_response(_loki_body([(labels or {"service": "payment-api"}, values)]))
+    return json_reply(_loki_body([(labels or {"service": "payment-api"}, values)]))
 
 
 async def test_loki_counts_come_from_a_metric_query_stepped_by_the_bucket(
@@ -334,7 +333,7 @@ async def test_loki_counts_come_from_a_metric_query_stepped_by_the_bucket(
     origin = _at(10).timestamp()
     per_bucket = {m: 37 for m in range(ONSET_MINUTE, 37)}
     points = [(origin + 60 * (m + 1), n) for m, n in per_bucket.items()]
-    loki.counts = lambda query: web.json_response(_matrix_body(points))
+    loki.counts = lambda query: json_reply(_matrix_body(points))
     source = LokiLogSource(loki.url, sample_lines=3)
     q = _q(_at(10), _at(11), level=LogLevel.ERROR, limit=2)
     result, summary = await _summary(source, q)
@@ -401,7 +400,7 @@ async def test_loki_service_label_and_logfmt_lines(loki: FakeLoki) -> None:  # n
                         'connection"'),
         (_at(10, 8), "lvl=warn message=slow"),
     ]  # fmt: skip
-    loki.reply = lambda: web.json_response(_loki_body([({"app": "payment-api"}, lines)]))
+    loki.reply = lambda: json_reply(_loki_body([({"app": "payment-api"}, lines)]))
     source = LokiLogSource(loki.url, service_label="app", line_format="logfmt")
     q = _q(_at(10), _at(11), level=LogLevel.ERROR)
     result, summary = await _summary(source, q)

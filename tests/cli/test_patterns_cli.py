@@ -1,0 +1,96 @@
+"""``sre-diag patterns [FILE]`` (CONTRACTS §1): one pattern out per line in, in order, exactly the
+``top_messages[].pattern`` text the ``query_logs`` summary groups the line under (before the
+display cut); invalid UTF-8 is read with replacement characters; exit 0."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from tests.cli.test_cli import REPO
+from tools.log_summary import PATTERN_CHARS, Grid, Tally
+
+LINES = [
+    "db pool exhausted: timed out after 3000ms waiting for connection",
+    "db pool exhausted: timed out after 12ms waiting for connection",
+    "Jun 14 15:16:01 combo sshd(pam_unix)[19939]: authentication failure; rhost=218.188.2.4",
+    "",
+    "connect to node-7.prod.example.com:8443 failed token=abc123secret",
+    "   spaced\tout   ",
+]
+
+
+async def _patterns(*args: str, stdin: bytes = b"") -> tuple[int, bytes, bytes]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "plugin", "patterns", *args,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(stdin), timeout=60)
+    assert process.returncode is not None
+    return process.returncode, out, err
+
+
+def _summary_patterns(lines: list[str]) -> list[str]:
+    """What the summary shows for each line alone (its single top pattern)."""
+    start = datetime(2026, 11, 28, 10, tzinfo=UTC)
+    shown = []
+    for line in lines:
+        tally = Tally(Grid.for_window(start, start + timedelta(hours=1)))
+        tally.add(start, line)
+        shown.append(tally.summary(exact=True).top_messages[0].pattern)
+    return shown
+
+
+async def test_stdin_one_pattern_a_line_as_the_summary_groups_them() -> None:
+    code, out, _ = await _patterns(stdin="\n".join(LINES).encode() + b"\n")
+    assert code == 0
+    printed = out.decode().split("\n")
+    assert printed[-1] == "" and len(printed) - 1 == len(LINES)
+    printed = printed[:-1]
+    assert (
+        printed[0]
+        == printed[1]
+        == "db pool exhausted: timed out after <*>ms waiting for connection"
+    )
+    assert printed[3] == "" and printed[5] == "spaced out"
+    assert "abc123secret" not in out.decode()  # redacted, like the summary
+    assert printed == _summary_patterns(LINES)
+
+
+async def test_a_file_with_crlf_invalid_utf8_and_no_final_newline(tmp_path: Path) -> None:
+    path = tmp_path / "messages.log"
+    path.write_bytes(b"first 42\r\n\xff\xfe broken \xc3 7\r\nlast line 9")
+    code, out, _ = await _patterns(str(path))
+    assert code == 0
+    assert out.decode("utf-8").split("\n") == [
+        "first <*>", "\ufffd\ufffd broken \ufffd <*>", "last line <*>", ""
+    ]  # fmt: skip
+
+
+async def test_long_messages_are_printed_uncut_and_grouped_apart() -> None:
+    head = "request failed while calling the downstream inventory service " * 3
+    lines = [head + "because the cache was cold", head + "because the disk was full"]
+    code, out, _ = await _patterns(stdin="\n".join(lines).encode())
+    printed = out.decode().split("\n")[:2]
+    assert code == 0 and all(len(p) > PATTERN_CHARS for p in printed)
+    assert printed[0] != printed[1]
+
+
+async def test_a_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    code, out, _ = await _patterns(str(tmp_path / "nope.log"))
+    assert code == 2 and b"INVALID_ARGUMENTS" in out
+
+
+async def test_the_input_is_one_window_as_the_summary_groups_it() -> None:
+    users = ["admin", "oracle", "test", "guest", "ubuntu", "postgres", "deploy", "git", "ftp"]
+    lines = [f"Failed password for invalid user {u} from 10.0.0.{n} port 22" for n, u in
+             enumerate(users)]  # fmt: skip
+    code, out, _ = await _patterns(stdin="\n".join(lines).encode())
+    assert code == 0
+    assert out.decode().split("\n")[:-1] == [
+        "Failed password for invalid user <*> from <*> port <*>"
+    ] * len(users)
