@@ -239,7 +239,7 @@ def _cte_query(select: exp.Select, name: str) -> exp.Expr | None:
     with_ = select.args.get("with_")
     if isinstance(with_, exp.With):
         for cte in with_.expressions:
-            if cte.alias == name:
+            if cte.alias == name and isinstance(cte.this, exp.Expr):
                 return cte.this
     return None
 
