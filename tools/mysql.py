@@ -610,11 +610,21 @@ class MysqlAdapter:
         """Redact, then cut to ``max_cell_chars`` with a visible mark.
 
         The text is pre-cut with headroom first so that redaction never scans megabytes, and
-        redacted before the final cut so a secret is never split out of recognition.
+        redacted before the final cut so a secret is never split out of recognition. A value
+        the server may have cut (``GROUP_CONCAT`` stops at ``group_concat_max_len`` bytes, and
+        the statement chooses where that falls) loses its last, possibly partial token before
+        redaction whenever that cut lies inside what is redacted and shown.
         """
         limit = self._max_cell_chars
-        cleaned = redact(text[: limit * 4 + 256])
-        if len(cleaned) > limit or len(text) > limit * 4 + 256:
+        window = limit * 4 + 256
+        head = text[:window]
+        server_cut = len(text) <= window and (
+            len(text.encode("utf-8", "surrogatepass")) >= _GROUP_CONCAT_MAX_LEN - 3
+        )
+        if server_cut:
+            head = _without_last_token(head)
+        cleaned = redact(head)
+        if server_cut or len(cleaned) > limit or len(text) > window:
             return cleaned[:limit] + TRUNCATION_MARK
         return cleaned
 
@@ -629,6 +639,14 @@ class _QuietStreamingCursor(aiomysql.SSCursor):  # type: ignore[misc]  # aiomysq
 
     async def _show_warnings(self, conn: Any) -> None:
         return None
+
+
+def _without_last_token(text: str) -> str:
+    """``text`` without its trailing run of non-blank characters (linear, from the end)."""
+    end = len(text)
+    while end and not text[end - 1].isspace():
+        end -= 1
+    return text[:end]
 
 
 def _cell_bytes(value: object) -> int:

@@ -447,3 +447,145 @@ async def test_deep_statements_are_classified_refusals(adapter: MysqlAdapter, sq
     assert isinstance(result, Failed) and result.code in {
         AdapterErrorCode.FORBIDDEN_QUERY, AdapterErrorCode.INVALID_INPUT,
     }, result  # fmt: skip
+
+
+# --- redaction of values the server or the adapter cut ------------------------------------------
+
+
+async def test_a_value_cut_by_group_concat_never_shows_a_partial_secret(typed_db: None) -> None:
+    """The separator is sized so that the server's 4096-byte cut falls inside the DSN password
+    of the second note, within the visible part of the cell: the cut token is dropped."""
+    note1 = NOTES[1].encode()
+    before_password = len("connect postgres://app:")
+    room = 4096 - len(note1) - before_password - 6 - 2  # cut 6 characters into the password
+    emoji, ascii_fill = divmod(room, 4)
+    separator = " " + "x" * ascii_fill + "\U0001f600" * emoji + " "
+    sql = f"SELECT GROUP_CONCAT(note ORDER BY id SEPARATOR '{separator}') AS x FROM notes"
+    wide = MysqlAdapter(_dsn(RO_USER), (), max_cell_chars=3000)
+    try:
+        result = await wide.invoke(_call(sql))
+    finally:
+        await wide.aclose()
+    assert isinstance(result, Ready), result
+    observation = _observation(result)
+    assert DSN_PASSWORD[:6] not in observation and "postgres://app" not in observation
+    assert not _leaks(observation)
+    assert "upstream call failed" in observation  # the first, whole note is still there
+
+
+# --- every function name the guard can send is a built-in, never a stored routine --------------
+
+# One call per allowed function (typed node or anonymous name), rendered by the guard.
+FUNCTION_SAMPLES = [
+    "SELECT COUNT(*), SUM(amount), AVG(amount), MIN(status), MAX(status), STDDEV(amount), "
+    "STDDEV_POP(amount), STDDEV_SAMP(amount), VARIANCE(amount), VAR_POP(amount) FROM orders",
+    "SELECT GROUP_CONCAT(status SEPARATOR ', '), COUNT(DISTINCT status) FROM orders",
+    "SELECT ROW_NUMBER() OVER (ORDER BY id), RANK() OVER (ORDER BY id), DENSE_RANK() OVER "
+    "(ORDER BY id), NTILE(2) OVER (ORDER BY id), LAG(id) OVER (ORDER BY id), LEAD(id) OVER "
+    "(ORDER BY id), FIRST_VALUE(id) OVER (ORDER BY id), LAST_VALUE(id) OVER (ORDER BY id), "
+    "NTH_VALUE(id, 1) OVER (ORDER BY id), PERCENT_RANK() OVER (ORDER BY id), CUME_DIST() OVER "
+    "(ORDER BY id) FROM orders",
+    "SELECT IF(id > 1, 1, 0), COALESCE(status, 'x'), NULLIF(id, 1), GREATEST(id, 2), "
+    "LEAST(id, 2), IFNULL(status, 'x'), CASE WHEN id = 1 THEN 1 ELSE 2 END FROM orders",
+    "SELECT LENGTH(status), CHAR_LENGTH(status), FIELD(status, 'PAID'), FIND_IN_SET('a', "
+    "status), ABS(amount), CEIL(amount), FLOOR(amount), ROUND(amount, 1), TRUNCATE(amount, 1), "
+    "SIGN(amount), POW(amount, 2), SQRT(amount), LN(amount), EXP(1) FROM orders",
+    "SELECT NOW(), CURDATE(), CURTIME(), UTC_TIMESTAMP(), CURRENT_TIMESTAMP, CURRENT_DATE, "
+    "CURRENT_TIME, UNIX_TIMESTAMP(NOW()), FROM_UNIXTIME(0), SEC_TO_TIME(60), "
+    "TIME_TO_SEC('01:00:00'), TIMEDIFF(NOW(), NOW()), WEEKDAY(NOW()), YEARWEEK(NOW()), "
+    "MICROSECOND(NOW()), MONTHNAME(NOW())",
+    "SELECT DATE_FORMAT(NOW(), '%H'), STR_TO_DATE('2026-01-01', '%Y-%m-%d'), DATE(NOW()), "
+    "DATE_ADD(NOW(), INTERVAL 1 DAY), DATE_SUB(NOW(), INTERVAL 1 DAY), DATEDIFF(NOW(), NOW()), "
+    "TIMESTAMPDIFF(SECOND, NOW(), NOW()), "
+    "EXTRACT(HOUR FROM NOW()), YEAR(NOW()), QUARTER(NOW()), MONTH(NOW()), WEEK(NOW()), "
+    "DAY(NOW()), DAYOFWEEK(NOW()), DAYOFMONTH(NOW()), DAYOFYEAR(NOW()), DAYNAME(NOW()), "
+    "HOUR(NOW()), MINUTE(NOW()), SECOND(NOW()), LAST_DAY(NOW()), TIME(NOW()), "
+    "TIMESTAMP(NOW()), CONVERT_TZ(NOW(), '+00:00', '+01:00')",
+    "SELECT CONCAT(amount, ' ', id), CONCAT_WS(', ', amount, id), SUBSTRING(amount, 1, 2), "
+    "SUBSTRING_INDEX(amount, '1', 1), LEFT(amount, 1), RIGHT(amount, 1), TRIM(amount), "
+    "LOWER(amount), UPPER(amount), LOCATE('1', amount), CAST(amount AS CHAR(10)) FROM orders",
+    "SELECT JSON_EXTRACT('{\"a\": 1}', '$.a'), JSON_UNQUOTE('\"a\"'), "
+    "EXISTS (SELECT 1 FROM orders) AS e",
+]
+
+
+async def test_no_rendered_function_name_resolves_to_a_stored_routine(typed_db: None) -> None:
+    import re
+
+    from tools.sql_bounds import column_shape
+    from tools.sql_guard import Prepared, prepare_sql
+
+    schema = {"orders": (column_shape("id", "int", None), column_shape("status", "varchar", 64),
+                         column_shape("api_key", "varchar", 256),
+                         column_shape("amount", "int", None))}  # fmt: skip
+    names: set[str] = set()
+    for sql in FUNCTION_SAMPLES:
+        prepared = prepare_sql(
+            sql, database=DB, allowed_tables=frozenset(schema), max_rows=5, schema=schema
+        )
+        assert isinstance(prepared, Prepared), (sql, prepared)
+        names.update(re.findall(r"\b([A-Z_]+)\(", prepared.text))
+    assert len(names) >= 60, sorted(names)
+    assert "ANY_VALUE" not in names
+    names.add("NO_SUCH_BUILTIN_T21")  # the control: not a built-in, the probe must see it
+    shadowed = []
+    with _admin(DB) as connection, connection.cursor() as cur:
+        for name in sorted(names):
+            try:
+                cur.execute(
+                    f"CREATE FUNCTION `{name}`() RETURNS VARCHAR(64) RETURN '{STORED_CANARY}'"
+                )
+            except pymysql.MySQLError:
+                continue  # not even creatable: cannot shadow anything
+            try:
+                cur.execute(f"SELECT {name}()")
+                if STORED_CANARY in str(cur.fetchall()):
+                    shadowed.append(name)
+            except pymysql.MySQLError:
+                pass  # a native function (wrong argument count) or a keyword
+            finally:
+                cur.execute(f"DROP FUNCTION IF EXISTS `{name}`")
+    assert shadowed == ["NO_SUCH_BUILTIN_T21"], shadowed
+
+
+# --- 8 + 3: streamed, bounded, off the loop -------------------------------------------------------
+
+HEAVY = " ".join(
+    f"password=pw{i} Authorization: Bearer tok{i:04d}abcdefgh key={i:032d} eyJabcdefgh.eyJx{i}.s"
+    for i in range(700)
+)[:60000]
+
+
+async def test_a_hostile_result_is_streamed_capped_and_off_the_loop(typed_db: None) -> None:
+    rows = ", ".join(f"({i}, '{HEAVY}')" for i in range(1, 61))
+    _admin_do("DELETE FROM wide", f"INSERT INTO wide (id, a) VALUES {rows}", database=DB)
+    adapter = MysqlAdapter(_dsn(RO_USER), (), max_cell_chars=60000)
+    lags: list[float] = []
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            started = loop.time()
+            await asyncio.sleep(0.002)
+            lags.append(loop.time() - started - 0.002)
+
+    import tracemalloc
+
+    tick = asyncio.create_task(ticker())
+    tracemalloc.start()
+    try:
+        result = await adapter.invoke(_call("SELECT a FROM wide ORDER BY id"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        stop.set()
+        await tick
+        await adapter.aclose()
+        _admin_do("DELETE FROM wide", database=DB)
+    assert isinstance(result, Ready), result
+    assert result.truncated and 0 < len(result.items) < 20  # stopped at the byte cap
+    assert peak < 32 * 1024 * 1024, peak
+    assert max(lags) < 0.1, max(lags)  # projected on the loop: ~0.9 s here
+    assert "pw1 " not in _observation(result) and "tok0001" not in _observation(result)
+    assert _running() == 0
