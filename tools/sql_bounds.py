@@ -402,7 +402,8 @@ class _Shapes:
 
     def _like(self, node: exp.Like) -> Shape:
         subject, pattern = self.of(node.this), self.of(node.expression)
-        wildcards = max(1, str(node.expression.this).count("%"))
+        # A leading % is one scan; each further % can restart the match from every position.
+        wildcards = max(1, str(node.expression.this).count("%") - 1)
         _bounded_work(subject.size * pattern.size * wildcards, "LIKE")
         return _NUMBER
 
