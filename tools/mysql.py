@@ -46,7 +46,7 @@ from tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Rea
 from tools.mysql_privileges import GrantVerdict, effective_grants_verdict
 from tools.redact import is_secret_name, redact
 from tools.schemas import JsonScalar, MysqlInput, MysqlRow
-from tools.sql_bounds import ColumnShape, Schema, column_shape
+from tools.sql_bounds import CAP_CHARS, ColumnShape, Schema, column_shape
 from tools.sql_guard import Prepared, Refused, check_sql, prepare_sql
 
 logger = logging.getLogger(__name__)
@@ -612,14 +612,16 @@ class MysqlAdapter:
         The text is pre-cut with headroom first so that redaction never scans megabytes, and
         redacted before the final cut so a secret is never split out of recognition. A value
         the server may have cut (``GROUP_CONCAT`` stops at ``group_concat_max_len`` bytes, and
-        the statement chooses where that falls) loses its last, possibly partial token before
-        redaction whenever that cut lies inside what is redacted and shown.
+        the statement chooses where that falls; a wide text column arrives cut by the guard's
+        ``LEFT(col, CAP_CHARS)``) loses its last, possibly partial token before redaction
+        whenever that cut lies inside what is redacted and shown.
         """
         limit = self._max_cell_chars
         window = limit * 4 + 256
         head = text[:window]
         server_cut = len(text) <= window and (
-            len(text.encode("utf-8", "surrogatepass")) >= _GROUP_CONCAT_MAX_LEN - 3
+            len(text) == CAP_CHARS
+            or len(text.encode("utf-8", "surrogatepass")) >= _GROUP_CONCAT_MAX_LEN - 3
         )
         if server_cut:
             head = _without_last_token(head)

@@ -35,6 +35,7 @@ from sqlglot import exp
 from tools.redact import is_secret_name
 
 __all__ = [
+    "CAP_CHARS",
     "TEXT_EXTRACTION",
     "TOO_LARGE",
     "UNEXPANDABLE",
@@ -43,6 +44,7 @@ __all__ = [
     "Schema",
     "Shape",
     "ValueKind",
+    "cap_wide_projections",
     "check_shapes",
     "column_shape",
     "expand_stars",
@@ -55,6 +57,10 @@ MAX_STRING_ARG_BYTES = 8 * 1024
 MAX_KEY_BYTES = 8 * 1024
 MAX_MATCH_WORK = 2 * 1024 * 1024
 MAX_CAST_LENGTH = 1024
+# A bare outermost text column wider than this is sent as ``LEFT(col, CAP_CHARS) AS col``: the
+# guard's own cut, from the value's start, far past what the adapter redacts and shows.
+CAP_CHARS = 4096
+_CAP_BYTES = CAP_CHARS * 4
 _GROUP_CONCAT_MAX_BYTES = 4096
 _NUMBER_BYTES = 40
 _TEMPORAL_BYTES = 64
@@ -190,6 +196,50 @@ def expand_stars(root: exp.Query, schema: Schema) -> None:
         else:
             projections.append(projection)
     root.set("expressions", projections)
+
+
+def cap_wide_projections(root: exp.Query, schema: Schema) -> None:
+    """Send a bare outermost projection of a wide, non-secret text column as
+    ``LEFT(col, CAP_CHARS) AS <its name>`` (a ``MEDIUMTEXT`` note stays selectable)."""
+    if not isinstance(root, exp.Select):
+        return
+    wide = _wide_text_names(root, schema)
+    for index, projection in enumerate(root.expressions):
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        if not isinstance(inner, exp.Column) or isinstance(inner.this, exp.Star):
+            continue
+        if inner.name.casefold() not in wide or is_secret_name(inner.name):
+            continue
+        capped = exp.Left(this=inner.copy(), expression=exp.Literal.number(CAP_CHARS))
+        alias = projection.alias if isinstance(projection, exp.Alias) else inner.name
+        root.expressions[index] = exp.Alias(
+            this=capped, alias=exp.Identifier(this=alias, quoted=True)
+        )
+        root.expressions[index].parent = root
+
+
+def _wide_text_names(root: exp.Query, schema: Schema) -> frozenset[str]:
+    tables = {table.name for table in root.find_all(exp.Table)} & set(schema)
+    return frozenset(
+        column.name.casefold()
+        for table in tables
+        for column in schema[table]
+        if column.kind is ValueKind.TEXT and column.max_bytes > _CAP_BYTES
+    )
+
+
+def _is_guard_cap(node: exp.Expr) -> bool:
+    """``LEFT(<bare column>, CAP_CHARS)`` as an outermost aliased projection."""
+    alias, select = node.parent, node.parent.parent if node.parent is not None else None
+    return (
+        isinstance(node, exp.Left)
+        and isinstance(node.this, exp.Column)
+        and isinstance(node.expression, exp.Literal)
+        and str(node.expression.this) == str(CAP_CHARS)
+        and isinstance(alias, exp.Alias)
+        and isinstance(select, exp.Select)
+        and select.parent is None
+    )
 
 
 def _sources(select: exp.Select) -> list[exp.Expr]:
@@ -356,6 +406,9 @@ class _Shapes:
         return [self.of(child) for child in node.iter_expressions()]
 
     def _function(self, node: exp.Func) -> Shape:
+        if _is_guard_cap(node):
+            column = self.of(node.this)
+            return Shape(column.tainted, min(column.size, _CAP_BYTES))
         args = self._args(node)
         if isinstance(node, exp.Trim) and node.args.get("expression") is None:
             return _whole(args)

@@ -51,6 +51,7 @@ from tools.sql_bounds import (
     TOO_LARGE,
     BoundViolation,
     Schema,
+    cap_wide_projections,
     check_shapes,
     expand_stars,
     projection_masks,
@@ -193,6 +194,7 @@ def check_sql(
         _Checker(database=database, allowed_tables=allowed_tables).check(tree)
         if schema is not None:
             expand_stars(tree, schema)
+            cap_wide_projections(tree, schema)
             check_shapes(tree, schema)
         _check_secret_positions(tree)
     except _Refusal as refusal:
@@ -348,6 +350,7 @@ def _parse_single_query(sql: str) -> exp.Query:
     _check_shape(tree)
     while isinstance(tree, exp.Subquery) and set(_set_args(tree)) == {"this"}:
         tree = tree.this
+    tree.parent = None  # the statement itself, unwrapped: the outermost query
     if not isinstance(tree, exp.Select | exp.SetOperation):
         raise _Refusal(RefusalReason.NOT_SELECT, type(tree).__name__)
     return tree

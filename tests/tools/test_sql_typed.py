@@ -10,7 +10,7 @@ import pytest
 from tests.tools.sql_corpus import INCIDENT_SCHEMA
 from tools.redact import is_secret_name
 from tools.schemas import MysqlInput
-from tools.sql_bounds import ColumnShape, Schema, ValueKind, column_shape
+from tools.sql_bounds import CAP_CHARS, ColumnShape, Schema, ValueKind, column_shape
 from tools.sql_canonical import canonical_sql
 from tools.sql_guard import Prepared, RefusalReason, Refused, check_sql, prepare_sql
 
@@ -220,10 +220,7 @@ BIG: Schema = {
 @pytest.mark.parametrize(
     "sql",
     [
-        "SELECT message, detail FROM logs",
         "SELECT * FROM logs",
-        "SELECT payload FROM logs",
-        "SELECT doc FROM logs",
         "SELECT id FROM logs WHERE payload LIKE '%timeout%'",
         "SELECT id FROM logs WHERE message LIKE '%" + "x" * 40 + "%'",
         "SELECT id FROM logs WHERE CONCAT(message, ' ', detail) LIKE '%a%'",
@@ -256,6 +253,9 @@ def test_statements_whose_cost_or_size_is_unbounded_are_refused(sql: str) -> Non
         "SELECT line, COUNT(*) FROM logs GROUP BY line",
         "SELECT LENGTH(payload) AS n FROM logs",
         "SELECT CAST(id AS CHAR(1024)) FROM logs",
+        "SELECT message, detail FROM logs",
+        "SELECT id, payload FROM logs",
+        "SELECT doc AS d, level FROM logs ORDER BY at DESC",
     ],
 )
 def test_bounded_diagnostics_on_wide_tables_pass(sql: str) -> None:
@@ -263,10 +263,27 @@ def test_bounded_diagnostics_on_wide_tables_pass(sql: str) -> None:
 
 
 def test_refusals_name_the_class_never_the_threshold() -> None:
-    decision = _prepare("SELECT message, detail FROM logs", BIG)
+    decision = _prepare("SELECT message, detail, payload, doc, line FROM logs", BIG)
     assert isinstance(decision, Refused)
     assert decision.reason is R.EXPRESSION_TOO_LARGE
     assert not any(str(n) in decision.detail for n in (65536, 64, 8192, 1024))
+
+
+def test_wide_text_columns_are_sent_cut_by_the_guard_itself() -> None:
+    prepared = _prepare("SELECT id, payload, message AS m FROM logs", BIG)
+    assert isinstance(prepared, Prepared), prepared
+    assert prepared.text == (
+        f"SELECT `id`, LEFT(`payload`, {CAP_CHARS}) AS `payload`, "
+        f"LEFT(`message`, {CAP_CHARS}) AS `m` FROM `logs` LIMIT 51"
+    )
+    # The cap is recognised only in exactly that shape, as an outermost projection.
+    for sql in (
+        f"SELECT LEFT(payload, {CAP_CHARS}) FROM logs",
+        f"SELECT LEFT(payload, {CAP_CHARS - 1}) AS p FROM logs",
+        f"SELECT x FROM (SELECT LEFT(payload, {CAP_CHARS}) AS x FROM logs) AS d",
+        f"SELECT id FROM logs WHERE LEFT(message, {CAP_CHARS}) = 'a'",
+    ):
+        assert _reason(sql, BIG) in {R.TEXT_EXTRACTION, R.EXPRESSION_TOO_LARGE}, sql
 
 
 def test_column_shapes_from_the_catalogue() -> None:

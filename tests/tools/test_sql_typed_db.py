@@ -306,10 +306,10 @@ COSTLY = [
     "SELECT COUNT(*) FROM wide a, wide b WHERE CONCAT(a.a, ' ', b.a, ' ', a.b) LIKE '%x%y%'",
     "SELECT COUNT(DISTINCT CONCAT(a.a, ' ', b.b)) AS n FROM wide a, wide b",
     "SELECT COUNT(*) FROM wide GROUP BY a, b",
-    "SELECT a, b FROM wide",
-    "SELECT big FROM wide",
-    "SELECT * FROM wide",
     "SELECT DISTINCT a, b FROM wide",
+    "SELECT a, b, big, CONCAT(id, ' ', id) AS x, a AS a2 FROM wide",
+    "SELECT CONCAT(a, ' ', b) AS x FROM wide",
+    "SELECT id FROM wide WHERE big LIKE '%timeout%'",
     "SELECT CAST(id AS CHAR(60000)) AS x FROM notes",
     "SELECT CAST(id AS BINARY(2000)) AS x FROM notes",
     "SELECT id FROM wide WHERE a LIKE CONCAT('%', '" + "q" * 200 + "', '%')",
@@ -557,9 +557,14 @@ HEAVY = " ".join(
 
 
 async def test_a_hostile_result_is_streamed_capped_and_off_the_loop(typed_db: None) -> None:
+    """60 rows of redaction-heavy TEXT cells, three per row (each sent cut by the guard to 4096
+    characters): projection and redaction run off the loop, and reading stops at the byte cap."""
+    import tracemalloc
+
     rows = ", ".join(f"({i}, '{HEAVY}')" for i in range(1, 61))
     _admin_do("DELETE FROM wide", f"INSERT INTO wide (id, a) VALUES {rows}", database=DB)
-    adapter = MysqlAdapter(_dsn(RO_USER), (), max_cell_chars=60000)
+    wide = MysqlAdapter(_dsn(RO_USER), (), max_cell_chars=4096)
+    capped = MysqlAdapter(_dsn(RO_USER), (), max_cell_chars=4096, max_result_bytes=100_000)
     lags: list[float] = []
     stop = asyncio.Event()
 
@@ -570,22 +575,67 @@ async def test_a_hostile_result_is_streamed_capped_and_off_the_loop(typed_db: No
             await asyncio.sleep(0.002)
             lags.append(loop.time() - started - 0.002)
 
-    import tracemalloc
-
+    sql = "SELECT a, a AS a2, a AS a3 FROM wide ORDER BY id"
     tick = asyncio.create_task(ticker())
     tracemalloc.start()
     try:
-        result = await adapter.invoke(_call("SELECT a FROM wide ORDER BY id"))
+        result = await wide.invoke(_call(sql))
         _, peak = tracemalloc.get_traced_memory()
-    finally:
         tracemalloc.stop()
         stop.set()
         await tick
+        cut = await capped.invoke(_call(sql))
+    finally:
+        stop.set()
+        if tracemalloc.is_tracing():
+            tracemalloc.stop()
+        await wide.aclose()
+        await capped.aclose()
+        _admin_do("DELETE FROM wide", database=DB)
+    assert isinstance(result, Ready) and result.truncated and len(result.items) == 50, result
+    assert peak < 32 * 1024 * 1024, peak
+    assert max(lags) < 0.1, max(lags)  # projected on the loop instead: ~0.5 s here
+    assert isinstance(cut, Ready) and cut.truncated and 0 < len(cut.items) < 10, cut
+    for observation in (_observation(result), _observation(cut)):
+        assert "pw1 " not in observation and "tok0001" not in observation
+    assert _running() == 0
+
+
+async def test_rows_of_tens_of_mib_arrive_cut_by_the_guard(typed_db: None) -> None:
+    """Three LONGTEXT cells of 12 MiB each (secrets at their start): the server sends at most
+    the guard's ``LEFT(big, CAP_CHARS)``, so one call stays far below 32 MiB."""
+    import tracemalloc
+
+    from tools.sql_bounds import CAP_CHARS
+
+    with _admin(DB) as connection, connection.cursor() as cur:
+        cur.execute("DELETE FROM wide")
+        for i in range(1, 4):
+            cur.execute(
+                "INSERT INTO wide (id, big) VALUES (%s, CONCAT(%s, REPEAT('y', 12582912)))",
+                (i, f"password={KV_PASSWORD} Authorization: Bearer {BEARER} "),
+            )
+    adapter = MysqlAdapter(_dsn(RO_USER), (), max_cell_chars=CAP_CHARS)
+    try:
+        await adapter.invoke(_call("SELECT 1 AS warm"))
+        tracemalloc.start()
+        results = [
+            await adapter.invoke(_call(sql))
+            for sql in (
+                "SELECT id, big FROM wide",
+                "SELECT * FROM wide",
+                "SELECT big AS b FROM wide",
+            )
+        ]
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    finally:
         await adapter.aclose()
         _admin_do("DELETE FROM wide", database=DB)
-    assert isinstance(result, Ready), result
-    assert result.truncated and 0 < len(result.items) < 20  # stopped at the byte cap
+    for result in results:
+        assert isinstance(result, Ready) and len(result.items) == 3, result
+        assert not _leaks(_observation(result))
+        for item in result.items:
+            cell = str(item.model_dump()["cells"].get("big", item.model_dump()["cells"].get("b")))
+            assert len(cell) <= CAP_CHARS + 20 and cell.startswith("password=")
     assert peak < 32 * 1024 * 1024, peak
-    assert max(lags) < 0.1, max(lags)  # projected on the loop: ~0.9 s here
-    assert "pw1 " not in _observation(result) and "tok0001" not in _observation(result)
-    assert _running() == 0
