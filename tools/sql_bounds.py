@@ -11,7 +11,8 @@ the cells that come back. So the guard gives every expression of the checked tre
   around it), so that redaction still sees the context its patterns need. Every function that
   cuts, searches, re-cases or decodes text (``SUBSTRING``, ``SUBSTRING_INDEX``, ``LEFT``,
   ``RIGHT``, ``TRIM(… FROM …)``, ``LOWER``, ``UPPER``, ``LOCATE``/``INSTR``/``POSITION``,
-  ``JSON_EXTRACT``, ``->>``, ``JSON_UNQUOTE``, ``CAST(… AS CHAR(n))``) is refused over a tainted
+  ``JSON_EXTRACT``, ``->>``, ``JSON_UNQUOTE``, ``CAST(… AS CHAR(n))``, ``STR_TO_DATE`` with its
+  format) is refused over a tainted
   value (:data:`TEXT_EXTRACTION`); those not on the guard's allowlist at all (``MID``, ``HEX``,
   ``TO_BASE64``, ``CONV``, ``REVERSE``, ``REPLACE``, ``LPAD`` …) never get here.
 - ``size``: an upper bound on the value's bytes. A statement is refused
@@ -149,16 +150,18 @@ _NUMERIC = (
     exp.Pow, exp.Sqrt, exp.Ln, exp.Exp, exp.Exists, exp.And, exp.Or, exp.Xor,
 )  # fmt: skip
 _TEMPORAL_FUNCS = (
-    exp.StrToDate, exp.TsOrDsToDate, exp.TsOrDsToTimestamp, exp.CurrentTimestamp,
+    exp.TsOrDsToDate, exp.TsOrDsToTimestamp, exp.CurrentTimestamp,
     exp.CurrentDate, exp.CurrentTime, exp.UtcTimestamp, exp.DateAdd, exp.DateSub, exp.DateDiff,
     exp.TimestampDiff, exp.TimestampAdd, exp.Extract, exp.Year, exp.Quarter, exp.Month,
     exp.Week, exp.Day, exp.DayOfWeek, exp.DayOfMonth, exp.DayOfYear, exp.Dayname, exp.Hour,
     exp.Minute, exp.Second, exp.LastDay, exp.Time, exp.Timestamp, exp.UnixToTime,
     exp.ConvertTimezone,
 )  # fmt: skip
+# STR_TO_DATE is here: its format can match literal context and read the digits after it
+# (``STR_TO_DATE(note, 'pin: %Y')`` returns a PIN as a year).
 _EXTRACT = (
     exp.Substring, exp.SubstringIndex, exp.Left, exp.Right, exp.Lower, exp.Upper,
-    exp.StrPosition, exp.JSONExtract, exp.JSONExtractScalar,
+    exp.StrPosition, exp.JSONExtract, exp.JSONExtractScalar, exp.StrToDate,
 )  # fmt: skip
 _ANONYMOUS_WHOLE = frozenset({"IFNULL"})
 _ANONYMOUS_NUMERIC = frozenset({"CHAR_LENGTH", "FIELD", "FIND_IN_SET"})

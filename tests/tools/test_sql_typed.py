@@ -173,6 +173,8 @@ def test_secret_name_detection_knows_more_shapes(name: str, secret: bool) -> Non
         "WITH c AS (SELECT status AS s FROM orders) SELECT UPPER(s) FROM c",
         "SELECT LEFT((SELECT MAX(status) FROM orders), 2)",
         "SELECT LEFT(unknown_column, 2) FROM orders",
+        "SELECT STR_TO_DATE(change_summary, 'pin: %Y') FROM deployments",
+        "SELECT STR_TO_DATE(status, '%d') FROM orders",
     ],
 )
 def test_text_columns_are_never_cut_searched_or_recased(sql: str) -> None:
@@ -194,6 +196,7 @@ def test_text_columns_are_never_cut_searched_or_recased(sql: str) -> None:
         "SELECT TRIM(status), COALESCE(error_code, 'none'), IFNULL(error_code, '-') FROM payments",
         "SELECT CAST(status AS CHAR), CAST(amount_cents AS CHAR(12)) FROM orders",
         "SELECT DATE(created_at), HOUR(created_at) FROM orders",
+        "SELECT STR_TO_DATE('2026-11-28', '%Y-%m-%d') AS d, DATE(status) FROM orders",
         "SELECT CONCAT(UPPER('a'), ' ', status) FROM orders",
     ],
 )

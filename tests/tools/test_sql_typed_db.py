@@ -272,6 +272,9 @@ EXTRACTIONS = [
     "SELECT SUBSTRING(MAX(note), 30) AS x FROM notes",
     "SELECT ELT(1, note) AS x FROM notes",
     "SELECT QUOTE(note) AS x FROM notes",
+    "SELECT STR_TO_DATE(note, 'config reload password=hunter%Y') AS x FROM notes",
+    "SELECT STR_TO_DATE(note, '%s') AS x FROM notes",
+    "SELECT CONCAT(id, ' ', note, '=') AS x FROM notes",
 ]
 
 
