@@ -12,14 +12,18 @@ read-only boundary of query_mysql"):
    server-side row cap and a ``GROUP_CONCAT`` cap; a statement still running 0.3 s after the cap
    is killed from a separate connection.
 3. With ``require_read_only`` (default) the account's effective privileges are read before its
-   first statement (roles followed); an account that can do more than read executes nothing
-   (``NOT_CONFIGURED``).
+   first statement (roles and, on MariaDB 10.11+, ``PUBLIC`` followed) and re-read every
+   ``verdict_refresh_seconds``; an account that can do more than read, or whose grants changed
+   since they were first read, executes nothing (``NOT_CONFIGURED``, logged once).
 
-Results are projected into :class:`~tools.schemas.MysqlRow`: at most ``max_rows`` rows (the guard
-asks for one more to detect truncation), JSON scalars only, long strings cut visibly, values of
-secret-looking columns replaced by ``***`` and every string passed through
-:func:`tools.redact.redact`. Errors become stable codes; exception text goes to the log only,
-never to the caller, and the DSN password is never logged.
+Results are streamed (unbuffered cursor, stopped at the row cap or the byte cap) and projected,
+in a worker thread, into :class:`~tools.schemas.MysqlRow`: at most ``max_rows`` rows (the guard
+asks for one more to detect truncation), JSON scalars only, long strings cut visibly, the values
+at the output positions the guard marked secret replaced by ``***`` (by position, never by the
+label the server returns), and every string passed through :func:`tools.redact.redact`. The
+guard's typed pass needs the allowed tables' column types: they are read with the privilege
+verdict, which is re-read every ``verdict_refresh_seconds``. Errors become stable codes;
+exception text goes to the log only, never to the caller, and the DSN password is never logged.
 """
 
 from __future__ import annotations

@@ -25,12 +25,15 @@ including ``information_schema``, although the server filters it by privilege: i
 the names of other schemas, routines, users' grants and server internals, and the model does not
 need it (the adapter itself reads the table list once, not the model).
 
-Secret-looking columns (see :func:`is_secret_column`) may only be projected as bare columns under
-a secret-looking output name, so the adapter's name-based masking sees them; using them in
-predicates, functions, aliases or set operations is refused, which blocks the cheap laundering and
-``WHERE api_key LIKE 'a%'`` oracle tricks. Star expansion through ``UNION`` branches or derived
-column lists can still rename them, which is why the real boundary for secret tables is the
-allowlist and the read-only account's grants, not masking.
+Secret-looking columns (:func:`tools.redact.is_secret_name`) may only be projected as bare
+columns of the outermost SELECT under a secret-looking output name; using them in predicates,
+functions, aliases, set operations, ``JOIN … USING``, ordinals of ``ORDER BY``/``GROUP BY`` or a
+``DISTINCT`` row is refused, and ``NATURAL`` joins are refused outright, which blocks laundering
+and equality/ordering oracles. :class:`Prepared` tells the adapter which output positions hold
+such a column; it masks by position, never by the label the server returns.
+
+With the schema (the adapter always passes it), :mod:`tools.sql_bounds` expands the outermost
+``*``, bounds every expression's size and cost, and refuses extraction from text columns.
 """
 
 from __future__ import annotations
