@@ -642,3 +642,36 @@ async def test_rows_of_tens_of_mib_arrive_cut_by_the_guard(typed_db: None) -> No
             cell = str(item.model_dump()["cells"].get("big", item.model_dump()["cells"].get("b")))
             assert len(cell) <= CAP_CHARS + 20 and cell.startswith("password=")
     assert peak < 32 * 1024 * 1024, peak
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(DISTINCT CONCAT(a.id, ' ', b.id, ' ', c.id)) AS n "
+        "FROM orders a, orders b, orders c",
+        "SELECT COUNT(DISTINCT a.id, b.id, c.id) AS n FROM orders a, orders b, payments c",
+        "SELECT a.id, COUNT(*) AS n FROM orders a, orders b, payments c "
+        "GROUP BY a.id, b.id, c.id ORDER BY n DESC LIMIT 1",
+        "SELECT COUNT(*) AS n FROM (SELECT DISTINCT a.id AS x, b.id AS y, c.id AS z "
+        "FROM orders a, orders b, payments c) AS d",
+        "SELECT COUNT(*) AS n FROM orders a, orders b, payments c "
+        "WHERE CONCAT(a.id, ' ', b.user_id, ' ', c.order_id) LIKE '%ord_1%0%9%'",
+    ],
+)
+async def test_bounded_keys_over_a_huge_join_stop_at_the_cap(mysql_ro_dsn: str, sql: str) -> None:
+    """Keys and matching are bounded per row, so the server's kill check between rows holds:
+    the statement ends within cap + 1 s and its thread is gone."""
+    ro_user = parse_dsn(mysql_ro_dsn).user
+    adapter = MysqlAdapter(mysql_ro_dsn, (), statement_timeout_seconds=1.0)
+    started = time.monotonic()
+    try:
+        result = await adapter.invoke(_call(sql))
+    finally:
+        await adapter.aclose()
+    assert time.monotonic() - started < 2.0
+    assert isinstance(result, Ready) or result == Failed(AdapterErrorCode.TIMEOUT), result
+    running = _admin_rows(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+        f"WHERE USER = '{ro_user}' AND COMMAND = 'Query'"
+    )
+    assert running == [(0,)]
