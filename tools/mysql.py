@@ -543,6 +543,7 @@ class MysqlAdapter:
                 rows, complete = await self._read_rows(cur, cap_rows)
                 if complete:
                     await cur.execute("ROLLBACK")
+                    await cur.close()
         except TimeoutError:
             await self._kill_query(conn, dsn)
             raise

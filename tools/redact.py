@@ -197,8 +197,27 @@ _SECRET_PARTS = frozenset({
     "key", "keys", "pin", "pins", "otp", "totp", "hotp", "mfa", "cvv", "cvc", "cvv2", "jwt",
     "dsn", "pan", "ssn", "auth", "sig", "pass", "seed", "iban", "nonce", "hmac",
 })  # fmt: skip
-_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_NAME_PARTS = re.compile(r"[^a-z0-9]+")
+
+
+def _name_parts(name: str) -> list[str]:
+    """``userPin_2fa-code`` → ``["user", "pin", "2fa", "code"]``: lower-case ASCII letter/digit
+    runs, split at every other character and before an upper-case letter that follows a
+    lower-case letter or a digit (no regular expression: names are not evidence text)."""
+    parts: list[str] = []
+    current: list[str] = []
+    previous = ""
+    for char in name:
+        if not (char.isascii() and char.isalnum()):
+            parts.append("".join(current))
+            current, previous = [], ""
+            continue
+        if char.isupper() and (previous.islower() or previous.isdigit()):
+            parts.append("".join(current))
+            current = []
+        current.append(char.lower())
+        previous = char
+    parts.append("".join(current))
+    return [part for part in parts if part]
 
 
 def is_secret_name(name: str) -> bool:
@@ -207,8 +226,8 @@ def is_secret_name(name: str) -> bool:
     ``secret_token``, ``userPassword``, ``db_dsn``, ``otp_code``, ``card_cvv`` and ``jwt`` are
     secrets; ``monkey``, ``keyboard_layout``, ``shipping`` and ``author`` are not.
     """
-    spaced = _CAMEL_BOUNDARY.sub("_", name).lower()
-    folded = _NAME_PARTS.sub("", spaced)
+    parts = _name_parts(name)
+    folded = "".join(parts)
     if any(marker in folded for marker in _SECRET_MARKERS):
         return True
-    return any(part in _SECRET_PARTS for part in _NAME_PARTS.split(spaced) if part)
+    return any(part in _SECRET_PARTS for part in parts)
