@@ -1,9 +1,12 @@
-"""Item 4a: ``query_mysql`` end to end (guard + pool + projection) against raw aiomysql."""
+"""Item 4a: ``query_mysql`` end to end (guard + pool + projection) against raw aiomysql, the
+guard's own cost (typed pass included), and the memory of one call on a hostile result."""
 
 from __future__ import annotations
 
 import os
+import resource
 import time
+import tracemalloc
 from typing import Any
 
 import aiomysql
@@ -12,7 +15,8 @@ from bench.common import Row, Sizes, judged, median, percentile
 from tools.base import AdapterCall, Ready
 from tools.mysql import MysqlAdapter, parse_dsn
 from tools.schemas import MysqlInput
-from tools.sql_guard import Allowed, check_sql, limit_rows
+from tools.sql_bounds import Schema, column_shape
+from tools.sql_guard import Prepared, prepare_sql
 
 __all__ = ["DEFAULT_DSN", "run_mysql"]
 
@@ -25,6 +29,26 @@ SQL = (
     "WHERE created_at >= '2026-11-28 10:00:00' AND created_at < '2026-11-28 11:00:00' "
     "GROUP BY status ORDER BY n DESC"
 )
+
+
+# The largest result the guard lets through, filled for real: 15 GROUP_CONCATs of a cross join,
+# each cut by the server at 4096 bytes, per order (61 KB a row, 51 rows asked).
+HOSTILE_SQL = (
+    "SELECT "
+    + ", ".join(f"GROUP_CONCAT(p.id SEPARATOR ' ') AS c{i}" for i in range(15))
+    + " FROM orders o JOIN payments p GROUP BY o.id"
+)
+# The incident schema as information_schema reports it (for the guard-only figure).
+_SCHEMA: Schema = {
+    "orders": tuple(
+        column_shape(name, kind, size)
+        for name, kind, size in (
+            ("id", "varchar", 128), ("user_id", "varchar", 128), ("amount_cents", "int", None),
+            ("currency", "char", 12), ("status", "varchar", 128),
+            ("created_at", "datetime", None), ("updated_at", "datetime", None),
+        )
+    ),
+}  # fmt: skip
 
 
 async def _raw(pool: Any, sql: str) -> int:
@@ -44,15 +68,40 @@ async def _raw_wrapped(pool: Any, sql: str) -> int:
     return len(rows)
 
 
-def _guard_ms(database: str, tables: frozenset[str], samples: int) -> float:
+def _guard_ms(database: str, samples: int) -> float:
+    """``prepare_sql`` as the adapter calls it: check, typed pass, render, re-check."""
     times: list[float] = []
     for _ in range(samples):
         started = time.perf_counter()
-        decision = check_sql(SQL, database=database, allowed_tables=tables)
-        assert isinstance(decision, Allowed)
-        check_sql(limit_rows(decision.expression, 50), database=database, allowed_tables=tables)
+        decision = prepare_sql(
+            SQL, database=database, allowed_tables=frozenset(_SCHEMA), max_rows=50, schema=_SCHEMA
+        )
+        assert isinstance(decision, Prepared)
         times.append((time.perf_counter() - started) * 1000)
     return median(times)
+
+
+async def _hostile_memory(dsn: str, calls: int) -> tuple[float, float, bool]:
+    """Peak traced allocation of one call, peak RSS growth over ``calls`` calls (MiB), and
+    whether the result was cut at the byte cap."""
+    adapter = MysqlAdapter(dsn, ())
+    call = AdapterCall(
+        tool_call_id="bench-h", run_id="bench", input=MysqlInput(sql=HOSTILE_SQL, purpose="h")
+    )
+    try:
+        await adapter.invoke(call)  # pool, facts and imports first
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        tracemalloc.start()
+        result = await adapter.invoke(call)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        for _ in range(calls - 1):
+            await adapter.invoke(call)
+        rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    finally:
+        await adapter.aclose()
+    cut = isinstance(result, Ready) and result.truncated
+    return peak / 2**20, (rss_after - rss_before) / 1024, cut
 
 
 async def run_mysql(sizes: Sizes, dsn: str = DEFAULT_DSN) -> list[Row]:
@@ -84,7 +133,8 @@ async def run_mysql(sizes: Sizes, dsn: str = DEFAULT_DSN) -> list[Row]:
         pool.close()
         await pool.wait_closed()
         await adapter.aclose()
-    guard = _guard_ms(parts.database, frozenset({"orders", "payments"}), 50)
+    guard = _guard_ms(parts.database, 50)
+    traced, rss_growth, cut = await _hostile_memory(dsn, 5)
     ratio = median(full) / median(raw)
     return [
         Row(
@@ -96,6 +146,7 @@ async def run_mysql(sizes: Sizes, dsn: str = DEFAULT_DSN) -> list[Row]:
                 "raw_p50_ms": round(median(raw), 3),
                 "raw_p99_ms": round(percentile(raw, 99), 3),
                 "raw_with_txn_and_caps_p50_ms": round(median(wrapped), 3),
+                # prepare_sql: check + typed pass + render + re-check, in a thread
                 "guard_p50_ms": round(guard, 3),
                 "runs_each": len(full),
                 "adapter_ready": ready,
@@ -103,7 +154,9 @@ async def run_mysql(sizes: Sizes, dsn: str = DEFAULT_DSN) -> list[Row]:
             "same GROUP BY on diag_demo.orders; interleaved; one pool each",
         ),
         Row(
-            SECTION, "SQL guard (check + render + re-check)", round(guard, 3), "ms",
-            note="share of the adapter p50 spent in sqlglot",
+            SECTION, "peak memory of one call on a hostile result", round(traced, 2), "MiB",
+            "<= 32", judged(traced <= 32 and rss_growth <= 32),
+            {"rss_growth_over_5_calls_mib": round(rss_growth, 2), "cut_at_byte_cap": int(cut)},
+            "15 GROUP_CONCATs x 4 KB per row, 51 rows asked; streamed, 1 MiB cap",
         ),
     ]  # fmt: skip

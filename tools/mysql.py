@@ -12,22 +12,29 @@ read-only boundary of query_mysql"):
    server-side row cap and a ``GROUP_CONCAT`` cap; a statement still running 0.3 s after the cap
    is killed from a separate connection.
 3. With ``require_read_only`` (default) the account's effective privileges are read before its
-   first statement (roles followed); an account that can do more than read executes nothing
-   (``NOT_CONFIGURED``).
+   first statement (roles and, on MariaDB 10.11+, ``PUBLIC`` followed) and re-read every
+   ``verdict_refresh_seconds``; an account that can do more than read, or whose grants changed
+   since they were first read, executes nothing (``NOT_CONFIGURED``, logged once).
 
-Results are projected into :class:`~tools.schemas.MysqlRow`: at most ``max_rows`` rows (the guard
-asks for one more to detect truncation), JSON scalars only, long strings cut visibly, values of
-secret-looking columns replaced by ``***`` and every string passed through
-:func:`tools.redact.redact`. Errors become stable codes; exception text goes to the log only,
-never to the caller, and the DSN password is never logged.
+Results are streamed (unbuffered cursor, stopped at the row cap or the byte cap) and projected,
+in a worker thread, into :class:`~tools.schemas.MysqlRow`: at most ``max_rows`` rows (the guard
+asks for one more to detect truncation), JSON scalars only, long strings cut visibly, the values
+at the output positions the guard marked secret replaced by ``***`` (by position, never by the
+label the server returns), and every string passed through :func:`tools.redact.redact`. The
+guard's typed pass needs the allowed tables' column types: they are read with the privilege
+verdict, which is re-read every ``verdict_refresh_seconds``. Errors become stable codes;
+exception text goes to the log only, never to the caller, and the DSN password is never logged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import math
+import re
 import struct
+import time as clock
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,9 +48,10 @@ from pymysql.constants import COMMAND
 
 from tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
 from tools.mysql_privileges import GrantVerdict, effective_grants_verdict
-from tools.redact import redact
+from tools.redact import is_secret_name, redact
 from tools.schemas import JsonScalar, MysqlInput, MysqlRow
-from tools.sql_guard import Prepared, is_secret_column, prepare_sql
+from tools.sql_bounds import CAP_CHARS, ColumnShape, Schema, column_shape
+from tools.sql_guard import Prepared, Refused, check_sql, prepare_sql
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +65,29 @@ _KILL_TIMEOUT_SECONDS = 0.6
 _GROUP_CONCAT_MAX_LEN = 4096
 # COM_SET_OPTION argument MYSQL_OPTION_MULTI_STATEMENTS_OFF.
 _MULTI_STATEMENTS_OFF = struct.pack("<H", 1)
+# READ COMMITTED: every statement is a non-locking consistent read of the latest committed
+# data, whatever the server's global level. Under a global SERIALIZABLE, InnoDB turns plain
+# SELECTs inside a transaction into shared-locking reads (writers queue behind the diagnosis);
+# REPEATABLE READ would also work but keeps a read view for nothing (one statement a
+# transaction) and a diagnosis wants the freshest rows.
 _SESSION_INIT = (
     "SET SESSION sql_mode = 'STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,"
     "NO_ENGINE_SUBSTITUTION', time_zone = '+00:00'"
 )
+_ISOLATION = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
+# The server cap is never rendered below this (a sub-millisecond value would render as 0,
+# which MariaDB reads as "no cap").
+MIN_STATEMENT_TIMEOUT_SECONDS = 0.01
+# Bytes of cell data read from one result before the adapter stops reading (streamed).
+MAX_RESULT_BYTES = 1024 * 1024
+# Columns of the allowed tables read for the guard's typed pass.
+_MAX_SCHEMA_COLUMNS = 8192
+_SCHEMA_SQL = (
+    "SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE, CHARACTER_OCTET_LENGTH"
+    " FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({marks})"
+    f" ORDER BY TABLE_NAME, ORDINAL_POSITION LIMIT {_MAX_SCHEMA_COLUMNS}"
+)
+_PASSWORD_CLAUSE = re.compile(r" IDENTIFIED (?:BY|VIA|WITH) .*?(?= WITH |$)")
 _BASE_TABLES_SQL = (
     "SELECT TABLE_NAME FROM information_schema.TABLES"
     " WHERE TABLE_SCHEMA = %s AND TABLE_TYPE = 'BASE TABLE'"
@@ -121,6 +148,9 @@ class _ServerFacts:
     mariadb: bool
     allowed_tables: frozenset[str]
     privileges: GrantVerdict | None
+    schema: Schema
+    grants_digest: str
+    read_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,23 +188,30 @@ class MysqlAdapter:
         connect_timeout_seconds: float = 5.0,
         pool_max: int = 4,
         require_read_only: bool = True,
+        verdict_refresh_seconds: float = 300.0,
+        max_result_bytes: int = MAX_RESULT_BYTES,
     ) -> None:
-        if max_rows < 1 or max_cell_chars < 1 or pool_max < 1:
-            raise ValueError("max_rows, max_cell_chars and pool_max must be positive")
+        if max_rows < 1 or max_cell_chars < 1 or pool_max < 1 or max_result_bytes < 1:
+            raise ValueError("max_rows, max_cell_chars, pool_max and max_result_bytes: positive")
         if statement_timeout_seconds <= 0 or connect_timeout_seconds <= 0:
             raise ValueError("timeouts must be positive")
+        if verdict_refresh_seconds <= 0:
+            raise ValueError("verdict_refresh_seconds must be positive")
         self._dsn = _parse_configured_dsn(dsn)
         self._configured_tables = _normalise_allowlist(allowed_tables, self._dsn)
         self._max_rows = max_rows
         self._max_cell_chars = max_cell_chars
-        self._statement_timeout = statement_timeout_seconds
+        self._statement_timeout = max(statement_timeout_seconds, MIN_STATEMENT_TIMEOUT_SECONDS)
         self._connect_timeout = connect_timeout_seconds
         self._pool_max = pool_max
         self._require_read_only = require_read_only
+        self._verdict_refresh = verdict_refresh_seconds
+        self._max_result_bytes = max_result_bytes
         self._single_statement: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = asyncio.Lock()
         self._pool: Any = None
         self._facts: _ServerFacts | None = None
+        self._verdict_changed = False
         self._pools_created = 0
 
     @property
@@ -197,15 +234,14 @@ class MysqlAdapter:
         if self._dsn is None:
             return Failed(AdapterErrorCode.NOT_CONFIGURED)
         dsn = self._dsn
-        checked: str | None = None
         if self._configured_tables is not None:
-            # A known allowlist: refuse before touching the pool, and send what was checked.
-            early = await self._guard_off_loop(call, dsn.database, self._configured_tables)
-            if isinstance(early, Failed):
+            # A known allowlist: refuse what the untyped checks refuse before touching the pool.
+            early = await asyncio.to_thread(self._early_guard, call, dsn.database,
+                                            self._configured_tables)  # fmt: skip
+            if early is not None:
                 return early
-            checked = early
         try:
-            return await self._invoke_connected(call, dsn, checked)
+            return await self._invoke_connected(call, dsn)
         except _Unavailable:
             logger.warning("query_mysql: no connection within %ss (%s)",
                            self._connect_timeout, dsn.redacted())  # fmt: skip
@@ -228,54 +264,80 @@ class MysqlAdapter:
 
     # --- internals --------------------------------------------------------------------------
 
-    async def _guard_off_loop(
+    def _early_guard(
         self, call: AdapterCall[MysqlInput], database: str, tables: frozenset[str]
-    ) -> Failed | str:
-        """The guard parses with sqlglot (~5 ms, twice): in a thread, off the event loop."""
-        return await asyncio.to_thread(self._guard, call, database, tables)
+    ) -> Failed | None:
+        decision = check_sql(call.input.sql, database=database, allowed_tables=tables)
+        if isinstance(decision, Refused):
+            self._log_refusal(call, decision)
+            return Failed(AdapterErrorCode.FORBIDDEN_QUERY)
+        return None
 
-    def _guard(
-        self, call: AdapterCall[MysqlInput], database: str, tables: frozenset[str]
-    ) -> Failed | str:
-        """The verified text to send, or ``FORBIDDEN_QUERY`` when the guard refuses it."""
+    def _guard(self, call: AdapterCall[MysqlInput], facts: _ServerFacts) -> Failed | Prepared:
+        """The verified text to send and its masks, or ``FORBIDDEN_QUERY``.
+
+        The guard parses with sqlglot (~5 ms, twice): the caller runs this in a thread.
+        """
         decision = prepare_sql(
-            call.input.sql, database=database, allowed_tables=tables, max_rows=self._max_rows
-        )
+            call.input.sql, database=self._database(), allowed_tables=facts.allowed_tables,
+            max_rows=self._max_rows, schema=facts.schema,
+        )  # fmt: skip
         if isinstance(decision, Prepared):
-            return decision.text
+            return decision
+        self._log_refusal(call, decision)
+        return Failed(AdapterErrorCode.FORBIDDEN_QUERY)
+
+    def _database(self) -> str:
+        return self._dsn.database if self._dsn is not None else ""
+
+    @staticmethod
+    def _log_refusal(call: AdapterCall[MysqlInput], decision: Refused) -> None:
         logger.info(
             "query_mysql refused %s: %s (%s)",
             _short_id(call.tool_call_id), decision.reason, decision.detail,
         )  # fmt: skip
-        return Failed(AdapterErrorCode.FORBIDDEN_QUERY)
 
     async def _invoke_connected(
-        self, call: AdapterCall[MysqlInput], dsn: MysqlDsn, checked: str | None
+        self, call: AdapterCall[MysqlInput], dsn: MysqlDsn
     ) -> AdapterResult:
         pool = await self._ensure_pool(dsn)
         conn = await self._acquire(pool)
+        reusable = False
         try:
             facts = await self._ensure_facts(conn, dsn)
-            if facts.privileges is not None and not facts.privileges.read_only:
+            if self._refuses(facts):
+                reusable = True
                 return Failed(AdapterErrorCode.NOT_CONFIGURED)
-            sql: Failed | str = (
-                checked
-                if checked is not None
-                else await self._guard_off_loop(call, dsn.database, facts.allowed_tables)
-            )
-            if isinstance(sql, Failed):
-                return sql
-            columns, rows = await self._run(conn, sql, facts.mariadb, dsn)
-        except BaseException:
-            conn.close()  # unknown protocol/transaction state: never reuse this connection
-            raise
+            prepared = await asyncio.to_thread(self._guard, call, facts)
+            if isinstance(prepared, Failed):
+                reusable = True
+                return prepared
+            columns, rows, complete = await self._run(conn, prepared.text, facts.mariadb, dsn)
+            reusable = complete
         finally:
+            if not reusable:
+                conn.close()  # unknown protocol/transaction state, or a result left unread
             pool.release(conn)
-        truncated = len(rows) > self._max_rows
-        return Ready(items=self._project(columns, rows[: self._max_rows]), truncated=truncated)
+        if len(columns) != len(prepared.masked):
+            logger.error("query_mysql: result has %d columns, the checked projection %d",
+                         len(columns), len(prepared.masked))  # fmt: skip
+            return Failed(AdapterErrorCode.INTERNAL)
+        truncated = len(rows) > self._max_rows or not complete
+        items = await asyncio.to_thread(
+            self._project, columns, rows[: self._max_rows], prepared.masked
+        )
+        return Ready(items=items, truncated=truncated)
+
+    def _refuses(self, facts: _ServerFacts) -> bool:
+        """No statement runs for an account that can do more than read, or whose grants
+        changed since the adapter first read them."""
+        if self._verdict_changed:
+            return True
+        return facts.privileges is not None and not facts.privileges.read_only
 
     async def read_only_verdict(self) -> GrantVerdict | None:
-        """The account's privilege verdict (reads it once per pool); None when not configured.
+        """The account's privilege verdict (re-read every ``verdict_refresh_seconds``); None
+        when not configured.
 
         For ``check`` and for the log: the adapter executes nothing with an account that can do
         more than read while ``require_read_only`` holds.
@@ -309,7 +371,7 @@ class MysqlAdapter:
         conn = await self._acquire(pool)
         try:
             facts = await self._ensure_facts(conn, dsn)
-            if facts.privileges is not None and not facts.privileges.read_only:
+            if self._refuses(facts):
                 raise PermissionError("the account is not read-only")
             rows = await self._columns(conn, dsn.database, sorted(facts.allowed_tables), limit)
         except BaseException:
@@ -321,7 +383,7 @@ class MysqlAdapter:
         for table, column, column_type in rows:
             name = str(column)
             tables.setdefault(str(table), []).append(
-                ColumnInfo(name, str(column_type), masked=is_secret_column(name))
+                ColumnInfo(name, str(column_type), masked=is_secret_name(name))
             )
         return [TableColumns(table, tuple(columns)) for table, columns in tables.items()]
 
@@ -364,7 +426,8 @@ class MysqlAdapter:
             return self._pool
 
     async def _acquire(self, pool: Any) -> Any:
-        """A connection within the connect timeout, switched to one statement per request.
+        """A connection within the connect timeout, switched to one statement per request and
+        pinned to READ COMMITTED.
 
         A full pool or a dead server is UNAVAILABLE.
         """
@@ -377,6 +440,8 @@ class MysqlAdapter:
             try:
                 async with asyncio.timeout(self._connect_timeout):
                     await _multi_statements_off(conn)
+                    async with conn.cursor() as cur:
+                        await cur.execute(_ISOLATION)
             except BaseException:
                 conn.close()
                 pool.release(conn)
@@ -385,78 +450,125 @@ class MysqlAdapter:
         return conn
 
     async def _ensure_facts(self, conn: Any, dsn: MysqlDsn) -> _ServerFacts:
-        """Flavour, allowed tables and the privilege verdict, once per pool, before any query."""
+        """Flavour, allowed tables, their schema and the privilege verdict, before any query;
+        re-read every ``verdict_refresh_seconds``. A change of the grants disables the adapter
+        for good (logged once)."""
         async with self._lock:
-            if self._facts is not None:
-                return self._facts
+            old = self._facts
+            if old is not None and clock.monotonic() - old.read_at < self._verdict_refresh:
+                return old
             async with asyncio.timeout(self._statement_timeout + _CLIENT_GRACE_SECONDS):
                 async with conn.cursor() as cur:
-                    privileges = await self._privileges(cur) if self._require_read_only else None
-                    await cur.execute("SELECT VERSION()")
-                    version = str((await cur.fetchone())[0])
-                    tables = self._configured_tables
-                    if tables is None:
-                        await cur.execute(_BASE_TABLES_SQL, (dsn.database,))
-                        tables = frozenset(str(row[0]) for row in await cur.fetchall())
-            self._facts = _ServerFacts(
-                mariadb="mariadb" in version.lower(), allowed_tables=tables, privileges=privileges
-            )
-            if privileges is not None and not privileges.read_only:
+                    facts = await self._read_facts(cur, dsn)
+            self._facts = facts
+            self._log_facts(old, facts, dsn)
+            return facts
+
+    async def _read_facts(self, cur: Any, dsn: MysqlDsn) -> _ServerFacts:
+        await cur.execute("SELECT VERSION()")
+        version = str((await cur.fetchone())[0])
+        mariadb = "mariadb" in version.lower()
+        privileges, digest = None, ""
+        if self._require_read_only:
+            privileges, digest = await self._privileges(cur, _has_public_role(version))
+        tables = self._configured_tables
+        if tables is None:
+            await cur.execute(_BASE_TABLES_SQL, (dsn.database,))
+            tables = frozenset(str(row[0]) for row in await cur.fetchall())
+        schema = await _read_schema(cur, dsn.database, tables)
+        return _ServerFacts(
+            mariadb=mariadb, allowed_tables=tables, privileges=privileges, schema=schema,
+            grants_digest=digest, read_at=clock.monotonic(),
+        )  # fmt: skip
+
+    def _log_facts(self, old: _ServerFacts | None, facts: _ServerFacts, dsn: MysqlDsn) -> None:
+        privileges = facts.privileges
+        if old is not None and old.grants_digest != facts.grants_digest:
+            if not self._verdict_changed:
                 logger.error(
-                    "query_mysql disabled: the account %s is not read-only (%s); grant it SELECT"
-                    " only, or set DIAG_MYSQL_REQUIRE_READ_ONLY=false (guard tests only)",
-                    dsn.user, privileges.reason,
+                    "query_mysql disabled: the grants of %s changed while running (%s);"
+                    " restart after checking them", dsn.user,
+                    privileges.reason if privileges is not None else "unknown",
                 )  # fmt: skip
-            else:
-                logger.info("query_mysql: %s, %d allowed tables", version, len(tables))
-            return self._facts
+            self._verdict_changed = True
+        elif old is None and privileges is not None and not privileges.read_only:
+            logger.error(
+                "query_mysql disabled: the account %s is not read-only (%s); grant it SELECT"
+                " only, or set DIAG_MYSQL_REQUIRE_READ_ONLY=false (guard tests only)",
+                dsn.user, privileges.reason,
+            )  # fmt: skip
+        elif old is None:
+            logger.info("query_mysql: %d allowed tables", len(facts.allowed_tables))
 
     @staticmethod
-    async def _privileges(cur: Any) -> GrantVerdict:
+    async def _privileges(cur: Any, include_public: bool) -> tuple[GrantVerdict, str]:
+        """The verdict over the account, its roles and (MariaDB 10.11+) ``PUBLIC``, and a
+        digest of every grant line read (passwords left out)."""
+        seen: list[str] = []
+
         async def show_grants(role: str | None) -> list[str]:
             await cur.execute(
                 "SHOW GRANTS FOR CURRENT_USER()" if role is None else f"SHOW GRANTS FOR {role}"
             )
-            return [str(row[0]) for row in await cur.fetchall()]
+            lines = [str(row[0]) for row in await cur.fetchall()]
+            seen.extend(f"{role}\t{_PASSWORD_CLAUSE.sub('', line)}" for line in lines)
+            return lines
 
-        return await effective_grants_verdict(show_grants)
+        verdict = await effective_grants_verdict(show_grants, include_public=include_public)
+        digest = hashlib.sha256("\n".join(sorted(seen)).encode()).hexdigest()
+        return verdict, digest
 
     async def _run(
         self, conn: Any, sql: str, mariadb: bool, dsn: MysqlDsn
-    ) -> tuple[list[str], Sequence[Sequence[Any]]]:
+    ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
         """Execute inside a read-only transaction under server and client time caps.
 
-        The server cap stops the statement; should it still run when the client's own timer
-        (cap + 0.3 s) fires, the statement is killed from a separate connection, so it never
-        outlives its cap by a second.
+        The result is streamed (unbuffered cursor): reading stops at the row cap or once the
+        cells read reach ``max_result_bytes``; ``complete`` is false when rows were left unread
+        (the caller then closes the connection instead of reusing it). The server cap stops the
+        statement; should it still run when the client's own timer (cap + 0.3 s) fires, the
+        statement is killed from a separate connection, so it never outlives its cap by a second.
         """
         cap_rows = self._max_rows + 1
         try:
             async with asyncio.timeout(self._statement_timeout + _CLIENT_GRACE_SECONDS):
-                async with conn.cursor(_QuietCursor) as cur:
-                    # On any failure the caller closes the connection, which ends the
-                    # transaction server-side; a ROLLBACK on a half-read connection could block.
-                    await cur.execute("START TRANSACTION READ ONLY")
-                    if mariadb:
-                        await cur.execute(
-                            f"SET STATEMENT max_statement_time={self._statement_timeout:.3f},"
-                            f" sql_select_limit={cap_rows},"
-                            f" group_concat_max_len={_GROUP_CONCAT_MAX_LEN} FOR {sql}"
-                        )
-                    else:
-                        millis = max(1, math.ceil(self._statement_timeout * 1000))
-                        await cur.execute(
-                            f"SET SESSION max_execution_time={millis}, sql_select_limit={cap_rows},"
-                            f" group_concat_max_len={_GROUP_CONCAT_MAX_LEN}"
-                        )
-                        await cur.execute(sql)
-                    rows = await cur.fetchmany(cap_rows)
-                    columns = [str(column[0]) for column in cur.description or ()]
+                cur = await conn.cursor(_QuietStreamingCursor)
+                # On any failure the caller closes the connection, which ends the transaction
+                # server-side; a ROLLBACK on a half-read connection could block.
+                await cur.execute("START TRANSACTION READ ONLY")
+                await cur.execute(self._capped(sql, cap_rows, mariadb))
+                if not mariadb:
+                    await cur.execute(sql)
+                columns = [str(column[0]) for column in cur.description or ()]
+                rows, complete = await self._read_rows(cur, cap_rows)
+                if complete:
                     await cur.execute("ROLLBACK")
+                    await cur.close()
         except TimeoutError:
             await self._kill_query(conn, dsn)
             raise
-        return columns, rows
+        return columns, rows, complete
+
+    def _capped(self, sql: str, cap_rows: int, mariadb: bool) -> str:
+        """MariaDB: the statement under ``SET STATEMENT``; MySQL: the session caps (the statement
+        follows). The time cap is rounded UP to the millisecond, never to 0 (no cap)."""
+        millis = max(1, math.ceil(self._statement_timeout * 1000))
+        caps = f"sql_select_limit={cap_rows}, group_concat_max_len={_GROUP_CONCAT_MAX_LEN}"
+        if mariadb:
+            return f"SET STATEMENT max_statement_time={millis / 1000:.3f}, {caps} FOR {sql}"
+        return f"SET SESSION max_execution_time={millis}, {caps}"
+
+    async def _read_rows(self, cur: Any, cap_rows: int) -> tuple[list[tuple[Any, ...]], bool]:
+        rows: list[tuple[Any, ...]] = []
+        size = 0
+        while True:
+            row = await cur.fetchone()
+            if row is None:
+                return rows, True
+            rows.append(tuple(row))
+            size += sum(_cell_bytes(value) for value in row)
+            if len(rows) > cap_rows or size >= self._max_result_bytes:
+                return rows, False
 
     async def _kill_query(self, conn: Any, dsn: MysqlDsn) -> None:
         """``KILL QUERY`` the statement of ``conn`` from a fresh connection (own threads only)."""
@@ -475,14 +587,19 @@ class MysqlAdapter:
         except Exception as error:  # the connection is closed by the caller in any case
             logger.warning("query_mysql: KILL QUERY failed: %s", type(error).__name__)
 
-    def _project(self, columns: list[str], rows: Sequence[Sequence[Any]]) -> list[MysqlRow]:
+    def _project(
+        self, columns: list[str], rows: Sequence[Sequence[Any]], masked: tuple[bool, ...]
+    ) -> list[MysqlRow]:
+        """Cells by position: a masked position is ``***`` whatever label the server gave it.
+
+        CPU work (redaction of every cell): runs in a worker thread.
+        """
         names = _unique_names(columns)
-        secret = [is_secret_column(name) for name in columns]
         return [
             MysqlRow(
                 cells={
                     name: MASK if hidden else self._cell(value)
-                    for name, hidden, value in zip(names, secret, row, strict=True)
+                    for name, hidden, value in zip(names, masked, row, strict=True)
                 }
             )
             for row in rows
@@ -498,17 +615,29 @@ class MysqlAdapter:
         """Redact, then cut to ``max_cell_chars`` with a visible mark.
 
         The text is pre-cut with headroom first so that redaction never scans megabytes, and
-        redacted before the final cut so a secret is never split out of recognition.
+        redacted before the final cut so a secret is never split out of recognition. A value
+        the server may have cut (``GROUP_CONCAT`` stops at ``group_concat_max_len`` bytes, and
+        the statement chooses where that falls; a wide text column arrives cut by the guard's
+        ``LEFT(col, CAP_CHARS)``) loses its last, possibly partial token before redaction
+        whenever that cut lies inside what is redacted and shown.
         """
         limit = self._max_cell_chars
-        cleaned = redact(text[: limit * 4 + 256])
-        if len(cleaned) > limit or len(text) > limit * 4 + 256:
+        window = limit * 4 + 256
+        head = text[:window]
+        server_cut = len(text) <= window and (
+            len(text) == CAP_CHARS
+            or len(text.encode("utf-8", "surrogatepass")) >= _GROUP_CONCAT_MAX_LEN - 3
+        )
+        if server_cut:
+            head = _without_last_token(head)
+        cleaned = redact(head)
+        if server_cut or len(cleaned) > limit or len(text) > window:
             return cleaned[:limit] + TRUNCATION_MARK
         return cleaned
 
 
-class _QuietCursor(aiomysql.Cursor):  # type: ignore[misc]  # aiomysql is untyped
-    """A cursor that does not run ``SHOW WARNINGS`` after a statement with warnings.
+class _QuietStreamingCursor(aiomysql.SSCursor):  # type: ignore[misc]  # aiomysql is untyped
+    """An unbuffered cursor that does not run ``SHOW WARNINGS`` after a statement.
 
     aiomysql would send that extra statement and re-raise each server message through
     :mod:`warnings` (a truncated ``GROUP_CONCAT`` is expected here, and server text must not
@@ -517,6 +646,46 @@ class _QuietCursor(aiomysql.Cursor):  # type: ignore[misc]  # aiomysql is untype
 
     async def _show_warnings(self, conn: Any) -> None:
         return None
+
+
+def _without_last_token(text: str) -> str:
+    """``text`` without its trailing run of non-blank characters (linear, from the end)."""
+    end = len(text)
+    while end and not text[end - 1].isspace():
+        end -= 1
+    return text[:end]
+
+
+def _cell_bytes(value: object) -> int:
+    if isinstance(value, str | bytes | bytearray):
+        return len(value)
+    return 8
+
+
+def _has_public_role(version: str) -> bool:
+    """MariaDB 10.11 and later have ``PUBLIC`` grants (``SHOW GRANTS FOR PUBLIC``)."""
+    if "mariadb" not in version.lower():
+        return False
+    parts = version.split("-", 1)[0].split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return True  # unknown: ask, and fail closed if the server cannot answer
+    return (major, minor) >= (10, 11)
+
+
+async def _read_schema(cur: Any, database: str, tables: frozenset[str]) -> Schema:
+    """Column kinds and byte lengths of the allowed tables, for the guard's typed pass."""
+    if not tables:
+        return {}
+    ordered = sorted(tables)
+    await cur.execute(_SCHEMA_SQL.format(marks=", ".join(["%s"] * len(ordered))),
+                      (database, *ordered))  # fmt: skip
+    schema: dict[str, list[ColumnShape]] = {}
+    for table, column, data_type, octets in await cur.fetchall():
+        length = int(octets) if octets is not None else None
+        schema.setdefault(str(table), []).append(column_shape(str(column), str(data_type), length))
+    return {table: tuple(columns) for table, columns in schema.items()}
 
 
 async def _multi_statements_off(conn: Any) -> None:

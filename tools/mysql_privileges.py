@@ -115,18 +115,27 @@ def _role_names(text: str) -> list[str]:
 RunShowGrants = Callable[[str | None], Awaitable[list[str]]]
 
 
-async def effective_grants_verdict(show_grants: RunShowGrants) -> GrantVerdict:
-    """Follow the account's grants and every role reachable from them.
+PUBLIC = "PUBLIC"
+
+
+async def effective_grants_verdict(
+    show_grants: RunShowGrants, *, include_public: bool = False
+) -> GrantVerdict:
+    """Follow the account's grants, every role reachable from them and, with
+    ``include_public`` (MariaDB 10.11+), the grants to ``PUBLIC`` (which every account holds,
+    and which ``SHOW GRANTS FOR CURRENT_USER()`` does not list).
 
     ``show_grants(None)`` returns the lines of ``SHOW GRANTS FOR CURRENT_USER()``;
-    ``show_grants(role)`` those of ``SHOW GRANTS FOR <role>``. Any failure to read a role's
-    grants is a "not read-only" verdict (fail closed).
+    ``show_grants(role)`` those of ``SHOW GRANTS FOR <role>`` (``PUBLIC`` included). Any
+    failure to read a role's grants is a "not read-only" verdict (fail closed).
     """
     verdict = assess_grant_lines(await show_grants(None))
     if not verdict.read_only:
         return verdict
     seen: set[str] = set()
     pending = list(verdict.roles)
+    if include_public:
+        pending.insert(0, PUBLIC)
     while pending:
         role = pending.pop()
         if role in seen:
@@ -140,6 +149,7 @@ async def effective_grants_verdict(show_grants: RunShowGrants) -> GrantVerdict:
             return GrantVerdict(False, "grants of a granted role are not readable")
         role_verdict = assess_grant_lines(lines)
         if not role_verdict.read_only:
-            return GrantVerdict(False, f"through a role: {role_verdict.reason}")
+            via = "PUBLIC" if role == PUBLIC else "a role"
+            return GrantVerdict(False, f"through {via}: {role_verdict.reason}")
         pending.extend(role_verdict.roles)
     return GrantVerdict(True, "read-only", tuple(sorted(seen)))

@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+__all__ = ["HEADROOM", "MARK", "URL_PASSWORD_MARK", "is_secret_name", "redact", "redact_prefix"]
+
 MARK = "[REDACTED]"
 URL_PASSWORD_MARK = "***"
 # Raw characters kept past a caller's visible limit before redaction (see :func:`redact_prefix`).
@@ -181,3 +183,51 @@ def redact_prefix(text: str, budget: int) -> tuple[str, bool]:
     line_start = head.rfind("\n") + 1
     last_line = _AWS_SECRET.sub(MARK, head[line_start:])
     return redact(head[:line_start] + last_line), True
+
+
+# --- secret-looking names (columns, labels, keys): the one place that decides ------------------
+# Long markers match anywhere in the name; short ones only as a whole part (``user_pin``,
+# ``otpCode``, ``api-key``) so that ``shipping``, ``monkey`` or ``author`` are not secrets.
+_SECRET_MARKERS = (
+    "password", "passwd", "passphrase", "pwd", "token", "secret", "apikey", "credential",
+    "private", "salt", "hash", "signature", "cookie", "bearer", "pincode", "passcode",
+    "cardnumber", "mnemonic", "privkey", "sessionid", "authorization", "accesskey",
+)  # fmt: skip
+_SECRET_PARTS = frozenset({
+    "key", "keys", "pin", "pins", "otp", "totp", "hotp", "mfa", "cvv", "cvc", "cvv2", "jwt",
+    "dsn", "pan", "ssn", "auth", "sig", "pass", "seed", "iban", "nonce", "hmac",
+})  # fmt: skip
+
+
+def _name_parts(name: str) -> list[str]:
+    """``userPin_2fa-code`` → ``["user", "pin", "2fa", "code"]``: lower-case ASCII letter/digit
+    runs, split at every other character and before an upper-case letter that follows a
+    lower-case letter or a digit (no regular expression: names are not evidence text)."""
+    parts: list[str] = []
+    current: list[str] = []
+    previous = ""
+    for char in name:
+        if not (char.isascii() and char.isalnum()):
+            parts.append("".join(current))
+            current, previous = [], ""
+            continue
+        if char.isupper() and (previous.islower() or previous.isdigit()):
+            parts.append("".join(current))
+            current = []
+        current.append(char.lower())
+        previous = char
+    parts.append("".join(current))
+    return [part for part in parts if part]
+
+
+def is_secret_name(name: str) -> bool:
+    """True when a column or field name looks like it holds a credential (mask its values).
+
+    ``secret_token``, ``userPassword``, ``db_dsn``, ``otp_code``, ``card_cvv`` and ``jwt`` are
+    secrets; ``monkey``, ``keyboard_layout``, ``shipping`` and ``author`` are not.
+    """
+    parts = _name_parts(name)
+    folded = "".join(parts)
+    if any(marker in folded for marker in _SECRET_MARKERS):
+        return True
+    return any(part in _SECRET_PARTS for part in parts)

@@ -25,12 +25,15 @@ including ``information_schema``, although the server filters it by privilege: i
 the names of other schemas, routines, users' grants and server internals, and the model does not
 need it (the adapter itself reads the table list once, not the model).
 
-Secret-looking columns (see :func:`is_secret_column`) may only be projected as bare columns under
-a secret-looking output name, so the adapter's name-based masking sees them; using them in
-predicates, functions, aliases or set operations is refused, which blocks the cheap laundering and
-``WHERE api_key LIKE 'a%'`` oracle tricks. Star expansion through ``UNION`` branches or derived
-column lists can still rename them, which is why the real boundary for secret tables is the
-allowlist and the read-only account's grants, not masking.
+Secret-looking columns (:func:`tools.redact.is_secret_name`) may only be projected as bare
+columns of the outermost SELECT under a secret-looking output name; using them in predicates,
+functions, aliases, set operations, ``JOIN … USING``, ordinals of ``ORDER BY``/``GROUP BY`` or a
+``DISTINCT`` row is refused, and ``NATURAL`` joins are refused outright, which blocks laundering
+and equality/ordering oracles. :class:`Prepared` tells the adapter which output positions hold
+such a column; it masks by position, never by the label the server returns.
+
+With the schema (the adapter always passes it), :mod:`tools.sql_bounds` expands the outermost
+``*``, bounds every expression's size and cost, and refuses extraction from text columns.
 """
 
 from __future__ import annotations
@@ -45,6 +48,17 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokenizer_core import Token, TokenType
 
+from tools.redact import is_secret_name
+from tools.sql_bounds import (
+    TEXT_EXTRACTION,
+    TOO_LARGE,
+    BoundViolation,
+    Schema,
+    cap_wide_projections,
+    check_shapes,
+    expand_stars,
+    projection_masks,
+)
 from tools.sql_lexer import RENDERED_VOCABULARY, LexKind, LexRefusal, scan_raw, scan_rendered
 
 DIALECT = "mysql"
@@ -85,6 +99,8 @@ class RefusalReason(StrEnum):
     STAR_NOT_TOP_LEVEL = "STAR_NOT_TOP_LEVEL"
     EXPENSIVE_PATTERN = "EXPENSIVE_PATTERN"
     RENDER_MISMATCH = "RENDER_MISMATCH"
+    TEXT_EXTRACTION = "TEXT_EXTRACTION"
+    EXPRESSION_TOO_LARGE = "EXPRESSION_TOO_LARGE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +139,7 @@ _ALLOWED_FUNCTION_NODES: frozenset[type[exp.Func]] = frozenset(
         exp.And, exp.Or, exp.Xor, exp.Case, exp.If, exp.Coalesce, exp.Nullif,
         exp.Greatest, exp.Least, exp.Exists, exp.Cast,
         # aggregates
-        exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.GroupConcat, exp.AnyValue,
+        exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.GroupConcat,
         exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop,
         # window functions
         exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile, exp.Lag, exp.Lead,
@@ -156,37 +172,39 @@ _ALLOWED_ANONYMOUS_FUNCTIONS = frozenset(
 )  # fmt: skip
 
 # --- secret-looking names ----------------------------------------------------------------------
-_SECRET_SUBSTRINGS = (
-    "password", "passwd", "pwd", "token", "secret", "api_key", "apikey", "credential",
-    "private", "salt", "hash",
-)  # fmt: skip
-_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_NAME_PARTS = re.compile(r"[^a-z0-9]+")
-
-
-def is_secret_column(name: str) -> bool:
-    """True when a column name looks like it holds a credential (its values must be masked).
-
-    Long markers match anywhere (``secret_token``, ``userPassword``); ``key`` only as a whole
-    name part (``api_key``, ``keyId``, ``private_key``) so that ``monkey`` or ``keyboard`` pass.
-    """
-    spaced = _CAMEL_BOUNDARY.sub("_", name).lower()
-    if any(marker in spaced.replace("_", "") or marker in spaced for marker in _SECRET_SUBSTRINGS):
-        return True
-    parts = [part for part in _NAME_PARTS.split(spaced) if part]
-    return any(part in {"key", "keys"} for part in parts)
+# One detector for the whole project (tools.redact); kept under its old name for callers.
+is_secret_column = is_secret_name
 
 
 # --- the check ---------------------------------------------------------------------------------
 
 
-def check_sql(sql: str, *, database: str, allowed_tables: frozenset[str]) -> GuardDecision:
-    """Parse ``sql`` and decide; never raises for any input text."""
+def check_sql(
+    sql: str,
+    *,
+    database: str,
+    allowed_tables: frozenset[str],
+    schema: Schema | None = None,
+) -> GuardDecision:
+    """Parse ``sql`` and decide; never raises for any input text.
+
+    With ``schema`` (the adapter always passes one) the outermost ``*`` is expanded into the
+    schema's columns and the typed pass (:mod:`tools.sql_bounds`) bounds every expression and
+    refuses extraction from text columns; without it only the untyped checks run.
+    """
     try:
         tree = _parse_single_query(sql)
         _Checker(database=database, allowed_tables=allowed_tables).check(tree)
+        if schema is not None:
+            expand_stars(tree, schema)
+            cap_wide_projections(tree, schema)
+            check_shapes(tree, schema)
+        _check_secret_positions(tree)
     except _Refusal as refusal:
         return Refused(refusal.reason, refusal.detail)
+    except BoundViolation as violation:
+        return Refused(_BOUND_REASONS.get(violation.reason, RefusalReason.UNSUPPORTED_SYNTAX),
+                       violation.detail)  # fmt: skip
     except RecursionError:
         return Refused(RefusalReason.TOO_COMPLEX, "recursion")
     except Exception as error:  # a parser/generator surprise is a refusal, never a crash
@@ -194,45 +212,63 @@ def check_sql(sql: str, *, database: str, allowed_tables: frozenset[str]) -> Gua
     return Allowed(tree)
 
 
+_BOUND_REASONS = {
+    TEXT_EXTRACTION: RefusalReason.TEXT_EXTRACTION,
+    TOO_LARGE: RefusalReason.EXPRESSION_TOO_LARGE,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """The exact text to send: checked, limited, rendered and verified lexically."""
+    """The exact text to send, and which output positions the adapter must mask.
+
+    ``masked[i]`` is true when the i-th column of the result is a secret-looking column (the
+    guard proved it can only be there, bare, in the outermost SELECT); the adapter masks by this
+    position, never by the label the server returns (the server may shorten labels).
+    """
 
     text: str
+    masked: tuple[bool, ...]
 
 
 def prepare_sql(
-    sql: str, *, database: str, allowed_tables: frozenset[str], max_rows: int
+    sql: str,
+    *,
+    database: str,
+    allowed_tables: frozenset[str],
+    max_rows: int,
+    schema: Schema,
 ) -> Prepared | Refused:
     """Everything between the model's text and the bytes the server receives; never raises.
 
-    1. :func:`check_sql` on the model's text (lexical pre-scan, parse, allowlists);
+    1. :func:`check_sql` on the model's text (lexical pre-scan, parse, allowlists, typed pass);
     2. render the checked tree with the row cap (:func:`limit_rows`);
     3. verify the rendering with the conservative lexer (:mod:`tools.sql_lexer`) and check that
        it holds exactly as many quoted names and string literals as the tree — so nothing was
        pasted raw into the text;
     4. parse the rendering again: it must pass the guard and render to the same text (a fixed
-       point), so what the server parses is what was checked.
+       point), so what the server parses is what was checked; the masks come from that tree.
     """
-    decision = check_sql(sql, database=database, allowed_tables=allowed_tables)
+    decision = check_sql(sql, database=database, allowed_tables=allowed_tables, schema=schema)
     if isinstance(decision, Refused):
         return decision
     try:
         limited = _with_limit(decision.expression, max_rows)
         text = _render(limited)
         _verify_rendering(limited, text)
-        again = check_sql(text, database=database, allowed_tables=allowed_tables)
+        again = check_sql(text, database=database, allowed_tables=allowed_tables, schema=schema)
         if isinstance(again, Refused):
             return Refused(RefusalReason.RENDER_MISMATCH, f"re-check: {again.reason}")
         if limit_rows(again.expression, max_rows) != text:
             return Refused(RefusalReason.RENDER_MISMATCH, "rendering is not a fixed point")
+        masked = projection_masks(again.expression)
     except _Refusal as refusal:
         return Refused(refusal.reason, refusal.detail)
     except RecursionError:
         return Refused(RefusalReason.TOO_COMPLEX, "recursion")
     except Exception as error:
         return Refused(RefusalReason.UNSUPPORTED_SYNTAX, type(error).__name__)
-    return Prepared(text)
+    return Prepared(text, masked)
 
 
 def limit_rows(expression: exp.Query, max_rows: int) -> str:
@@ -317,6 +353,7 @@ def _parse_single_query(sql: str) -> exp.Query:
     _check_shape(tree)
     while isinstance(tree, exp.Subquery) and set(_set_args(tree)) == {"this"}:
         tree = tree.this
+    tree.parent = None  # the statement itself, unwrapped: the outermost query
     if not isinstance(tree, exp.Select | exp.SetOperation):
         raise _Refusal(RefusalReason.NOT_SELECT, type(tree).__name__)
     return tree
@@ -447,8 +484,21 @@ class _Checker:
         _check_raw_rendered(node)
         if _is_star_projection(node) and _projecting_select(node) is not self._root:
             raise _Refusal(RefusalReason.STAR_NOT_TOP_LEVEL, "* outside the outermost SELECT")
+        self._check_names(node)
+
+    def _check_names(self, node: exp.Expr) -> None:
         if isinstance(node, exp.Column):
             self._check_column(node)
+        elif isinstance(node, exp.Join):
+            self._check_join(node)
+
+    def _check_join(self, join: exp.Join) -> None:
+        """``NATURAL`` compares every same-named column unseen; ``USING`` names them bare."""
+        if join.args.get("method") or join.args.get("natural"):
+            raise _Refusal(RefusalReason.UNSUPPORTED_SYNTAX, "NATURAL join")
+        for name in join.args.get("using") or []:
+            if is_secret_name(name.name if isinstance(name, exp.Expr) else str(name)):
+                raise _Refusal(RefusalReason.SECRET_COLUMN, "JOIN USING a secret column")
 
     def _check_column(self, column: exp.Column) -> None:
         if column.args.get("catalog") is not None:
@@ -491,6 +541,54 @@ class _Checker:
         if len(matches) == 1:
             return matches[0]
         raise _Refusal(RefusalReason.TABLE_NOT_ALLOWED, name)
+
+
+def _check_secret_positions(tree: exp.Query) -> None:
+    """Where a projected secret could still be compared or sorted without being named.
+
+    ``ORDER BY 2`` / ``GROUP BY 2`` pointing at a secret projection sort or group by it;
+    ``SELECT DISTINCT`` over a row holding one compares it (its row count is an equality
+    oracle). Both are refused; a ``*`` not yet expanded (no schema) leaves ordinals unknown.
+    """
+    for select in tree.find_all(exp.Select):
+        projections = select.expressions
+        secret = [_is_secret_projection(p) for p in projections]
+        if any(secret) and select.args.get("distinct"):
+            raise _Refusal(RefusalReason.SECRET_COLUMN, "DISTINCT over a secret column")
+        for clause in ("order", "group"):
+            holder = select.args.get(clause)
+            if isinstance(holder, exp.Expr):
+                _check_ordinals(holder, projections, secret)
+    for operation in tree.find_all(exp.SetOperation):
+        order = operation.args.get("order")
+        if isinstance(order, exp.Order):
+            left: exp.Expr = operation
+            while isinstance(left, exp.SetOperation):
+                left = left.this
+            if isinstance(left, exp.Select):
+                projections = left.expressions
+                _check_ordinals(order, projections, [_is_secret_projection(p) for p in projections])
+
+
+def _is_secret_projection(node: exp.Expr) -> bool:
+    inner = node.this if isinstance(node, exp.Alias) else node
+    if isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star):
+        return False
+    return isinstance(inner, exp.Column) and is_secret_name(inner.name)
+
+
+def _check_ordinals(holder: exp.Expr, projections: list[exp.Expr], secret: list[bool]) -> None:
+    has_star = any(_is_star_projection(p) or isinstance(p, exp.Star) for p in projections)
+    for key in holder.expressions:
+        value = key.this if isinstance(key, exp.Ordered) else key
+        if not (isinstance(value, exp.Literal) and not value.is_string):
+            continue
+        if has_star:
+            continue  # expanded (and re-checked) when the schema is known
+        text = str(value.this)
+        position = int(text) if text.isdigit() else 0
+        if 1 <= position <= len(secret) and secret[position - 1]:
+            raise _Refusal(RefusalReason.SECRET_COLUMN, "ordinal of a secret column")
 
 
 def _check_function(node: exp.Func) -> None:

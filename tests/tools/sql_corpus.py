@@ -7,7 +7,46 @@ SELECTs on the incident schema that must pass the guard and run on the server.
 
 from __future__ import annotations
 
+from tools.sql_bounds import ColumnShape, Schema, ValueKind
 from tools.sql_guard import RefusalReason as R
+
+
+def _text(name: str, chars: int) -> ColumnShape:
+    return ColumnShape(name, ValueKind.TEXT, chars * 4)  # utf8mb4
+
+
+def _number(name: str) -> ColumnShape:
+    return ColumnShape(name, ValueKind.NUMBER, 40)
+
+
+def _time(name: str) -> ColumnShape:
+    return ColumnShape(name, ValueKind.TEMPORAL, 64)
+
+
+# The incident schema (examples/incident/mysql/schema.sql) as the adapter reads it from
+# information_schema.COLUMNS; the guard-only tests type-check against it.
+INCIDENT_SCHEMA: Schema = {
+    "orders": (
+        _text("id", 32), _text("user_id", 32), _number("amount_cents"), _text("currency", 3),
+        _text("status", 32), _time("created_at"), _time("updated_at"),
+    ),
+    "payments": (
+        _text("id", 32), _text("order_id", 32), _text("provider", 16), _text("status", 16),
+        _text("error_code", 64), _number("latency_ms"), _time("created_at"),
+    ),
+    "deployments": (
+        _number("id"), _text("service", 64), _text("version", 32), _time("deployed_at"),
+        _text("deployed_by", 64), _text("change_summary", 500),
+    ),
+    "db_pool_metrics": (
+        _text("service", 64), _time("sampled_at"), _number("pool_size"), _number("in_use"),
+        _number("waiting"),
+    ),
+    "api_credentials": (
+        _text("id", 32), _text("provider", 16), _text("api_key", 128),
+        _text("secret_token", 128), _time("rotated_at"),
+    ),
+}  # fmt: skip
 
 HOSTILE: list[tuple[str, R | None]] = [
     # --- writes, DDL, admin statements -------------------------------------------------------
@@ -244,10 +283,9 @@ BENIGN: list[str] = [
     "SELECT GROUP_CONCAT(id ORDER BY id SEPARATOR ',') AS ids FROM orders "
     "WHERE status = 'PAYMENT_PENDING' AND created_at BETWEEN '2026-11-28 10:10:00' "
     "AND '2026-11-28 10:15:00'",
-    "SELECT LOWER(status) AS s, UPPER(currency) AS c, CONCAT(id, '/', user_id) AS k2 "
-    "FROM orders LIMIT 3",
-    "SELECT SUBSTRING(change_summary, 1, 40) AS summary FROM deployments "
-    "WHERE change_summary LIKE '%pool%'",
+    # Issue 21: text columns leave whole (no LOWER/SUBSTRING over them), glued only by spaces.
+    "SELECT status AS s, currency AS c, CONCAT(id, ' / ', user_id) AS k2 FROM orders LIMIT 3",
+    "SELECT change_summary AS summary FROM deployments WHERE change_summary LIKE '%pool%'",
     "SELECT id FROM orders WHERE id IN (SELECT order_id FROM payments "
     "WHERE error_code = 'DB_POOL_TIMEOUT') ORDER BY id LIMIT 10",
     "SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.id "
@@ -278,4 +316,35 @@ BENIGN: list[str] = [
     "CAST(id AS CHAR CHARACTER SET utf8mb4) AS k FROM orders LIMIT 3",
     "SELECT TIMESTAMPDIFF(SECOND, MIN(created_at), MAX(created_at)) AS span_s, "
     "EXTRACT(MINUTE FROM MIN(created_at)) AS m FROM payments",
+    # --- issue 21: typed pass (bounds, text only whole) keeps these working ----------------
+    "SELECT FLOOR(UNIX_TIMESTAMP(created_at) / 60) * 60 AS bucket, COUNT(*) AS n FROM payments "
+    "WHERE created_at >= '2026-11-28 10:00:00' GROUP BY bucket ORDER BY bucket",
+    "SELECT DATE_FORMAT(created_at, '%H:00') AS hour, status, COUNT(*) AS n FROM orders "
+    "GROUP BY hour, status ORDER BY hour, status",
+    "SELECT p.provider, COUNT(*) AS n, MAX(p.latency_ms) AS worst FROM payments p "
+    "JOIN orders o ON o.id = p.order_id WHERE o.status IN ('PAYMENT_PENDING', 'FAILED') "
+    "GROUP BY p.provider HAVING COUNT(*) > 0",
+    "SELECT service, sampled_at, waiting, AVG(waiting) OVER (PARTITION BY service ORDER BY "
+    "sampled_at ROWS BETWEEN 4 PRECEDING AND CURRENT ROW) AS avg5 FROM db_pool_metrics "
+    "WHERE sampled_at BETWEEN '2026-11-28 10:00:00' AND '2026-11-28 10:30:00' LIMIT 20",
+    "SELECT COUNT(DISTINCT status) AS statuses, COUNT(DISTINCT currency) AS currencies "
+    "FROM orders",
+    "SELECT DISTINCT provider FROM payments ORDER BY provider",
+    "SELECT id, LENGTH(change_summary) AS len, CHAR_LENGTH(change_summary) AS chars "
+    "FROM deployments ORDER BY len DESC LIMIT 3",
+    "SELECT MIN(error_code) AS first_code, MAX(error_code) AS last_code, "
+    "COALESCE(MAX(error_code), 'none') AS code FROM payments",
+    "SELECT CONCAT_WS(', ', service, version, deployed_by) AS who FROM deployments",
+    "SELECT GROUP_CONCAT(DISTINCT error_code ORDER BY error_code SEPARATOR ', ') AS codes "
+    "FROM payments WHERE status = 'FAILED'",
+    "SELECT status, CASE WHEN latency_ms >= 5000 THEN 'slow' ELSE 'ok' END AS speed "
+    "FROM payments WHERE created_at > DATE_SUB('2026-11-28 12:00:00', INTERVAL 30 MINUTE) "
+    "LIMIT 5",
+    "SELECT * FROM orders o JOIN payments p ON p.order_id = o.id WHERE o.id = 'ord_10245'",
+    "SELECT o.* FROM orders o WHERE o.status = 'PAYMENT_PENDING' ORDER BY 1 LIMIT 3",
+    "SELECT status, COUNT(*) FROM orders GROUP BY 1 ORDER BY 2 DESC",
+    "SELECT id FROM orders WHERE id LIKE 'ord_102%' AND status NOT IN ('PAID') LIMIT 5",
+    "SELECT IFNULL(error_code, '-') AS code, TRIM(provider) AS provider FROM payments LIMIT 5",
+    "SELECT CAST(latency_ms AS CHAR(12)) AS ms, LEFT(created_at, 10) AS day FROM payments "
+    "LIMIT 3",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
-from tests.tools.sql_corpus import BENIGN, HOSTILE
+from tests.tools.sql_corpus import BENIGN, HOSTILE, INCIDENT_SCHEMA
 from tools.sql_guard import (
     Allowed,
     GuardDecision,
@@ -20,10 +20,12 @@ from tools.sql_guard import (
 
 DATABASE = "diag_test"
 TABLES = frozenset({"orders", "payments", "deployments", "db_pool_metrics"})
+SCHEMA = {table: INCIDENT_SCHEMA[table] for table in TABLES}
 
 
 def _check(sql: str, tables: frozenset[str] = TABLES) -> GuardDecision:
-    return check_sql(sql, database=DATABASE, allowed_tables=tables)
+    schema = {table: INCIDENT_SCHEMA[table] for table in tables if table in INCIDENT_SCHEMA}
+    return check_sql(sql, database=DATABASE, allowed_tables=tables, schema=schema)
 
 
 def _allowed(sql: str, tables: frozenset[str] = TABLES) -> Allowed:
@@ -51,7 +53,9 @@ def test_hostile_statement_is_refused(sql: str, reason: RefusalReason | None) ->
 
 @pytest.mark.parametrize("sql", BENIGN)
 def test_benign_statement_is_allowed_and_rendering_rechecks(sql: str) -> None:
-    prepared = prepare_sql(sql, database=DATABASE, allowed_tables=TABLES, max_rows=50)
+    prepared = prepare_sql(
+        sql, database=DATABASE, allowed_tables=TABLES, max_rows=50, schema=SCHEMA
+    )
     assert isinstance(prepared, Prepared), prepared
     assert prepared.text == _rendered(sql)
     # What the adapter sends must itself pass, and be a single statement.
@@ -61,7 +65,9 @@ def test_benign_statement_is_allowed_and_rendering_rechecks(sql: str) -> None:
 
 @pytest.mark.parametrize(("sql", "reason"), HOSTILE)
 def test_hostile_statement_is_never_prepared(sql: str, reason: RefusalReason | None) -> None:
-    prepared = prepare_sql(sql, database=DATABASE, allowed_tables=TABLES, max_rows=50)
+    prepared = prepare_sql(
+        sql, database=DATABASE, allowed_tables=TABLES, max_rows=50, schema=SCHEMA
+    )
     assert isinstance(prepared, Refused)
 
 

@@ -1,0 +1,604 @@
+"""The typed pass of the SQL guard: what each expression can carry, and how much, before it runs.
+
+The server checks for a kill between rows, not inside one expression, and redaction only sees
+the cells that come back. So the guard gives every expression of the checked tree a
+:class:`Shape` computed from the schema (column types and lengths, read by the adapter from
+``information_schema.COLUMNS``) and from literals:
+
+- ``tainted``: the value is (a whole or a part of) a free-text column, which may hold a token, a
+  DSN or a ``password=`` pair. Such a value may reach the output only WHOLE (bare, through
+  ``COALESCE``/``IF``/``CASE``/``MIN``/``MAX``, or concatenated with whitespace or ``, ; |``
+  around it), so that redaction still sees the context its patterns need. Every function that
+  cuts, searches, re-cases or decodes text (``SUBSTRING``, ``SUBSTRING_INDEX``, ``LEFT``,
+  ``RIGHT``, ``TRIM(… FROM …)``, ``LOWER``, ``UPPER``, ``LOCATE``/``INSTR``/``POSITION``,
+  ``JSON_EXTRACT``, ``->>``, ``JSON_UNQUOTE``, ``CAST(… AS CHAR(n))``, ``STR_TO_DATE`` with its
+  format) is refused over a tainted
+  value (:data:`TEXT_EXTRACTION`); those not on the guard's allowlist at all (``MID``, ``HEX``,
+  ``TO_BASE64``, ``CONV``, ``REVERSE``, ``REPLACE``, ``LPAD`` …) never get here.
+- ``size``: an upper bound on the value's bytes. A statement is refused
+  (:data:`TOO_LARGE`) when an output row, a string function's argument, a ``DISTINCT`` /
+  ``GROUP BY`` key or a ``CAST`` to a fixed-width type can exceed a fixed limit, or when string
+  matching (``LIKE``, ``LOCATE``, ``SUBSTRING_INDEX``, ``FIND_IN_SET``) can cost more than
+  subject × needle allows. The refusal names the class, never the limit.
+
+The pass also expands the outermost ``*`` / ``t.*`` into the schema's columns, so the adapter
+masks by the position of each checked projection and never by the label the server returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sqlglot import exp
+
+from tools.redact import is_secret_name
+
+__all__ = [
+    "CAP_CHARS",
+    "TEXT_EXTRACTION",
+    "TOO_LARGE",
+    "UNEXPANDABLE",
+    "BoundViolation",
+    "ColumnShape",
+    "Schema",
+    "Shape",
+    "ValueKind",
+    "cap_wide_projections",
+    "check_shapes",
+    "column_shape",
+    "expand_stars",
+    "projection_masks",
+]
+
+# Fixed limits (never shown to the model: the refusal names the class only).
+MAX_ROW_BYTES = 64 * 1024
+MAX_STRING_ARG_BYTES = 8 * 1024
+MAX_KEY_BYTES = 8 * 1024
+MAX_MATCH_WORK = 2 * 1024 * 1024
+MAX_CAST_LENGTH = 1024
+# A bare outermost text column wider than this is sent as ``LEFT(col, CAP_CHARS) AS col``: the
+# guard's own cut, from the value's start, far past what the adapter redacts and shows.
+CAP_CHARS = 4096
+_CAP_BYTES = CAP_CHARS * 4
+_GROUP_CONCAT_MAX_BYTES = 4096
+_NUMBER_BYTES = 40
+_TEMPORAL_BYTES = 64
+_UNKNOWN_BYTES = 1024
+_SAFE_NEIGHBOURS = frozenset(" \t\n,;|")
+
+TEXT_EXTRACTION = "TEXT_EXTRACTION"
+TOO_LARGE = "TOO_LARGE"
+UNEXPANDABLE = "UNEXPANDABLE"
+
+
+class ValueKind(StrEnum):
+    """How a column's values behave for the typed pass."""
+
+    TEXT = "TEXT"  # free text or bytes: may hold a credential (tainted)
+    LABEL = "LABEL"  # ENUM / SET: values fixed by the DDL
+    NUMBER = "NUMBER"
+    TEMPORAL = "TEMPORAL"
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnShape:
+    """One column of an allowed table: its name, kind and largest value in bytes."""
+
+    name: str
+    kind: ValueKind
+    max_bytes: int
+
+
+Schema = Mapping[str, tuple[ColumnShape, ...]]
+
+_TEXT_TYPES = frozenset({
+    "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json", "binary",
+    "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "inet6", "uuid", "geometry",
+})  # fmt: skip
+_TEMPORAL_TYPES = frozenset({"date", "datetime", "timestamp", "time", "year"})
+_NUMBER_TYPES = frozenset({
+    "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric",
+    "float", "double", "real", "bit", "bool", "boolean",
+})  # fmt: skip
+
+
+def column_shape(name: str, data_type: str, octet_length: int | None) -> ColumnShape:
+    """The shape of a column from ``information_schema.COLUMNS`` (unknown types are text)."""
+    kind_name = data_type.strip().lower()
+    if kind_name in _NUMBER_TYPES:
+        return ColumnShape(name, ValueKind.NUMBER, _NUMBER_BYTES)
+    if kind_name in _TEMPORAL_TYPES:
+        return ColumnShape(name, ValueKind.TEMPORAL, _TEMPORAL_BYTES)
+    size = octet_length if octet_length is not None and octet_length > 0 else 2**32
+    kind = ValueKind.LABEL if kind_name in {"enum", "set"} else ValueKind.TEXT
+    return ColumnShape(name, kind, size)
+
+
+class BoundViolation(Exception):
+    """The typed pass refuses: ``reason`` is one of the module's class names."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What an expression can carry: text from a column (``tainted``) and at most ``size`` B."""
+
+    tainted: bool
+    size: int
+
+
+_NUMBER = Shape(False, _NUMBER_BYTES)
+_TEMPORAL = Shape(False, _TEMPORAL_BYTES)
+
+# --- function classes ----------------------------------------------------------------------------
+# Every function the guard allows belongs to exactly one class; a new one defaults to EXTRACT
+# (refused over text), so forgetting to classify it fails closed.
+_WHOLE = (
+    exp.Coalesce, exp.If, exp.Case, exp.Nullif, exp.Greatest, exp.Least, exp.Min, exp.Max,
+    exp.FirstValue, exp.LastValue, exp.NthValue, exp.Lag, exp.Lead,
+)  # fmt: skip
+_NUMERIC = (
+    exp.Count, exp.Sum, exp.Avg, exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance,
+    exp.VariancePop, exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile, exp.PercentRank,
+    exp.CumeDist, exp.Length, exp.Abs, exp.Ceil, exp.Floor, exp.Round, exp.Trunc, exp.Sign,
+    exp.Pow, exp.Sqrt, exp.Ln, exp.Exp, exp.Exists, exp.And, exp.Or, exp.Xor,
+)  # fmt: skip
+_TEMPORAL_FUNCS = (
+    exp.TsOrDsToDate, exp.TsOrDsToTimestamp, exp.CurrentTimestamp,
+    exp.CurrentDate, exp.CurrentTime, exp.UtcTimestamp, exp.DateAdd, exp.DateSub, exp.DateDiff,
+    exp.TimestampDiff, exp.TimestampAdd, exp.Extract, exp.Year, exp.Quarter, exp.Month,
+    exp.Week, exp.Day, exp.DayOfWeek, exp.DayOfMonth, exp.DayOfYear, exp.Dayname, exp.Hour,
+    exp.Minute, exp.Second, exp.LastDay, exp.Time, exp.Timestamp, exp.UnixToTime,
+    exp.ConvertTimezone,
+)  # fmt: skip
+# STR_TO_DATE is here: its format can match literal context and read the digits after it
+# (``STR_TO_DATE(note, 'pin: %Y')`` returns a PIN as a year).
+_EXTRACT = (
+    exp.Substring, exp.SubstringIndex, exp.Left, exp.Right, exp.Lower, exp.Upper,
+    exp.StrPosition, exp.JSONExtract, exp.JSONExtractScalar, exp.StrToDate,
+)  # fmt: skip
+_ANONYMOUS_WHOLE = frozenset({"IFNULL"})
+_ANONYMOUS_NUMERIC = frozenset({"CHAR_LENGTH", "FIELD", "FIND_IN_SET"})
+_ANONYMOUS_TEMPORAL = frozenset({
+    "NOW", "CURDATE", "CURTIME", "UTC_TIMESTAMP", "TIMEDIFF", "TIME_TO_SEC", "SEC_TO_TIME",
+    "UNIX_TIMESTAMP", "FROM_UNIXTIME", "WEEKDAY", "YEARWEEK", "MICROSECOND", "MONTHNAME",
+})  # fmt: skip
+# Functions whose cost grows with subject × needle: (subject argument, needle argument).
+_MATCHERS: dict[type[exp.Expr], tuple[str, str]] = {
+    exp.StrPosition: ("this", "substr"),
+    exp.SubstringIndex: ("this", "delimiter"),
+}
+_BUILDERS = (exp.Concat, exp.ConcatWs, exp.GroupConcat)
+_CHAR_TYPES = frozenset({"CHAR", "VARCHAR", "NCHAR", "NVARCHAR", "TEXT"})
+_BINARY_TYPES = frozenset({"BINARY", "VARBINARY", "BLOB"})
+
+
+# --- star expansion and masks ------------------------------------------------------------------
+
+
+def expand_stars(root: exp.Query, schema: Schema) -> None:
+    """Replace ``*`` / ``t.*`` in the outermost SELECT by the schema's columns, in table order.
+
+    Only base tables can be expanded (a CTE or derived table has no schema here), and not over
+    ``JOIN … USING`` (the server merges those columns): anything else is :data:`UNEXPANDABLE`.
+    """
+    if not isinstance(root, exp.Select):
+        return
+    projections: list[exp.Expr] = []
+    for projection in root.expressions:
+        if isinstance(projection, exp.Star):
+            projections.extend(_expand(root, schema, None))
+        elif isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star):
+            projections.extend(_expand(root, schema, projection.table))
+        else:
+            projections.append(projection)
+    root.set("expressions", projections)
+
+
+def cap_wide_projections(root: exp.Query, schema: Schema) -> None:
+    """Send a bare outermost projection of a wide, non-secret text column as
+    ``LEFT(col, CAP_CHARS) AS <its name>`` (a ``MEDIUMTEXT`` note stays selectable)."""
+    if not isinstance(root, exp.Select):
+        return
+    wide = _wide_text_names(root, schema)
+    for index, projection in enumerate(root.expressions):
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        if not isinstance(inner, exp.Column) or isinstance(inner.this, exp.Star):
+            continue
+        if inner.name.casefold() not in wide or is_secret_name(inner.name):
+            continue
+        capped = exp.Left(this=inner.copy(), expression=exp.Literal.number(CAP_CHARS))
+        alias = projection.alias if isinstance(projection, exp.Alias) else inner.name
+        root.expressions[index] = exp.Alias(
+            this=capped, alias=exp.Identifier(this=alias, quoted=True)
+        )
+        root.expressions[index].parent = root
+
+
+def _wide_text_names(root: exp.Query, schema: Schema) -> frozenset[str]:
+    tables = {table.name for table in root.find_all(exp.Table)} & set(schema)
+    return frozenset(
+        column.name.casefold()
+        for table in tables
+        for column in schema[table]
+        if column.kind is ValueKind.TEXT and column.max_bytes > _CAP_BYTES
+    )
+
+
+def _is_guard_cap(node: exp.Expr) -> bool:
+    """``LEFT(<bare column>, CAP_CHARS)`` as an outermost aliased projection."""
+    alias, select = node.parent, node.parent.parent if node.parent is not None else None
+    return (
+        isinstance(node, exp.Left)
+        and isinstance(node.this, exp.Column)
+        and isinstance(node.expression, exp.Literal)
+        and str(node.expression.this) == str(CAP_CHARS)
+        and isinstance(alias, exp.Alias)
+        and isinstance(select, exp.Select)
+        and select.parent is None
+    )
+
+
+def _sources(select: exp.Select) -> list[exp.Expr]:
+    from_ = select.args.get("from_")
+    sources = [from_.this] if isinstance(from_, exp.From) else []
+    for join in select.args.get("joins") or []:
+        if join.args.get("using"):
+            raise BoundViolation(UNEXPANDABLE, "* over JOIN USING")
+        sources.append(join.this)
+    return sources
+
+
+def _expand(select: exp.Select, schema: Schema, qualifier: str | None) -> list[exp.Expr]:
+    columns: list[exp.Expr] = []
+    for source in _sources(select):
+        name = source.alias_or_name
+        if qualifier is not None and name.casefold() != qualifier.casefold():
+            continue
+        columns.extend(
+            exp.Column(
+                this=exp.Identifier(this=column, quoted=True),
+                table=exp.Identifier(this=name, quoted=True),
+            )
+            for column in _source_columns(select, source, schema)
+        )
+    if not columns:
+        raise BoundViolation(UNEXPANDABLE, "* names no table")
+    return columns
+
+
+def _source_columns(select: exp.Select, source: exp.Expr, schema: Schema) -> list[str]:
+    """Output names of a FROM/JOIN source: a CTE or derived table of the statement, or a base
+    table of the schema; a source whose names are not all known cannot be expanded."""
+    query: exp.Expr | None = None
+    if isinstance(source, exp.Subquery):
+        query = source.this
+    elif isinstance(source, exp.Table) and not source.args.get("db"):
+        query = _cte_query(select, source.name)
+    if query is not None:
+        return _output_names(query)
+    if isinstance(source, exp.Table) and source.name in schema:
+        return [column.name for column in schema[source.name]]
+    raise BoundViolation(UNEXPANDABLE, "* over a table without a schema")
+
+
+def _cte_query(select: exp.Select, name: str) -> exp.Expr | None:
+    with_ = select.args.get("with_")
+    if isinstance(with_, exp.With):
+        for cte in with_.expressions:
+            if cte.alias == name and isinstance(cte.this, exp.Expr):
+                return cte.this
+    return None
+
+
+def _output_names(query: exp.Expr) -> list[str]:
+    while isinstance(query, exp.SetOperation | exp.Subquery):
+        query = query.this
+    if not isinstance(query, exp.Select):
+        raise BoundViolation(UNEXPANDABLE, "* over an unnamed source")
+    names: list[str] = []
+    for projection in query.expressions:
+        if not isinstance(projection, exp.Alias | exp.Column) or not projection.alias_or_name:
+            raise BoundViolation(UNEXPANDABLE, "* over an unnamed column")
+        names.append(projection.alias_or_name)
+    return names
+
+
+def _source_name(source: exp.Expr) -> str:
+    return source.alias_or_name.casefold() if isinstance(source, exp.Expr) else ""
+
+
+def projection_masks(root: exp.Query) -> tuple[bool, ...]:
+    """Per output position: is it a (possibly aliased) secret-looking column?
+
+    The guard has proved that a secret column can only appear there, bare, in the outermost
+    SELECT; a set operation's branches never carry one.
+    """
+    select: exp.Expr = root
+    while isinstance(select, exp.SetOperation):
+        select = select.this
+    if not isinstance(select, exp.Select):
+        return ()
+    masks: list[bool] = []
+    for projection in select.expressions:
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        secret = isinstance(inner, exp.Column) and is_secret_name(inner.name)
+        masks.append(secret and root is select)
+    return tuple(masks)
+
+
+# --- shapes --------------------------------------------------------------------------------------
+
+
+class _Shapes:
+    """Shape of every expression of one statement, memoised; raises :class:`BoundViolation`."""
+
+    def __init__(self, root: exp.Query, schema: Schema) -> None:
+        self._memo: dict[int, Shape] = {}
+        self._names: dict[str, Shape] = {}
+        tables = {table.name for table in root.find_all(exp.Table)}
+        for table in sorted(tables & set(schema)):
+            for column in schema[table]:
+                tainted = column.kind is ValueKind.TEXT
+                self._merge(column.name, Shape(tainted, column.max_bytes))
+
+    def _merge(self, name: str, shape: Shape) -> None:
+        key = name.casefold()
+        old = self._names.get(key)
+        if old is not None:
+            shape = Shape(old.tainted or shape.tainted, max(old.size, shape.size))
+        self._names[key] = shape
+
+    def register_outputs(self, select: exp.Select) -> None:
+        """Make a SELECT's output names resolvable (CTE, derived table and alias references)."""
+        for projection in select.expressions:
+            name = projection.alias_or_name
+            if name:
+                self._merge(name, self.of(projection))
+
+    def of(self, node: exp.Expr) -> Shape:
+        key = id(node)
+        cached = self._memo.get(key)
+        if cached is None:
+            cached = self._compute(node)
+            self._memo[key] = cached
+        return cached
+
+    def _compute(self, node: exp.Expr) -> Shape:
+        if isinstance(node, exp.Column):
+            if isinstance(node.this, exp.Star):
+                return _NUMBER
+            return self._names.get(node.name.casefold(), Shape(True, _UNKNOWN_BYTES))
+        if isinstance(node, exp.Literal):
+            return Shape(False, len(str(node.this).encode()) + 2)
+        if isinstance(node, exp.Alias | exp.Paren | exp.Ordered | exp.Window):
+            return self.of(node.this)
+        if isinstance(node, exp.Subquery | exp.Select | exp.SetOperation):
+            return self._query(node.this if isinstance(node, exp.Subquery) else node)
+        return self._computed(node)
+
+    def _computed(self, node: exp.Expr) -> Shape:
+        if isinstance(node, exp.Cast):
+            return self._cast(node)
+        if isinstance(node, _BUILDERS):
+            return self._builder(node)
+        if isinstance(node, exp.Func):
+            return self._function(node)
+        if isinstance(node, exp.Like):
+            return self._like(node)
+        if isinstance(node, exp.Distinct):
+            _bounded_key(sum(self.of(e).size for e in node.expressions), "DISTINCT key")
+            return _NUMBER
+        return _NUMBER  # operators, predicates, NULL, booleans, intervals: numbers or dates
+
+    def _query(self, query: exp.Expr) -> Shape:
+        if isinstance(query, exp.SetOperation):
+            left, right = self._query(query.this), self._query(query.expression)
+            return Shape(left.tainted or right.tainted, max(left.size, right.size))
+        if isinstance(query, exp.Select) and query.expressions:
+            return self.of(query.expressions[0])
+        return _NUMBER
+
+    def _args(self, node: exp.Expr) -> list[Shape]:
+        return [self.of(child) for child in node.iter_expressions()]
+
+    def _function(self, node: exp.Func) -> Shape:
+        if _is_guard_cap(node):
+            column = self.of(node.this)
+            return Shape(column.tainted, min(column.size, _CAP_BYTES))
+        args = self._args(node)
+        if isinstance(node, exp.Trim) and node.args.get("expression") is None:
+            return _whole(args)
+        if isinstance(node, exp.Anonymous):
+            return self._anonymous(node.name.upper(), args)
+        if isinstance(node, _WHOLE):
+            return _whole(args)
+        if isinstance(node, _NUMERIC):
+            return _NUMBER
+        if isinstance(node, exp.TimeToStr):
+            return Shape(False, 16 * self.of(node.args["format"]).size + 16)
+        if isinstance(node, _TEMPORAL_FUNCS):
+            return _TEMPORAL
+        # EXTRACT class (and anything unclassified): never over text from a column.
+        if any(arg.tainted for arg in args):
+            raise BoundViolation(TEXT_EXTRACTION, type(node).__name__)
+        _bounded_args(args)
+        self._matching_work(node)
+        return Shape(False, max((arg.size for arg in args), default=_NUMBER_BYTES))
+
+    def _anonymous(self, name: str, args: list[Shape]) -> Shape:
+        if name in _ANONYMOUS_WHOLE:
+            return _whole(args)
+        if name in _ANONYMOUS_NUMERIC:
+            if name == "FIND_IN_SET" and len(args) == 2:
+                _bounded_work(args[1].size * args[0].size, "FIND_IN_SET")
+            return _NUMBER
+        if name == "DATE_FORMAT" and len(args) == 2:
+            return Shape(False, 16 * args[1].size + 16)
+        if name in _ANONYMOUS_TEMPORAL:
+            return _TEMPORAL
+        if any(arg.tainted for arg in args):
+            raise BoundViolation(TEXT_EXTRACTION, name)
+        _bounded_args(args)
+        return Shape(False, max((arg.size for arg in args), default=_NUMBER_BYTES))
+
+    def _matching_work(self, node: exp.Func) -> None:
+        roles = _MATCHERS.get(type(node))
+        if roles is None:
+            return
+        subject, needle = (node.args.get(role) for role in roles)
+        if isinstance(subject, exp.Expr) and isinstance(needle, exp.Expr):
+            _bounded_work(self.of(subject).size * self.of(needle).size, type(node).__name__)
+
+    def _like(self, node: exp.Like) -> Shape:
+        subject, pattern = self.of(node.this), self.of(node.expression)
+        # A leading % is one scan; each further % can restart the match from every position.
+        wildcards = max(1, str(node.expression.this).count("%") - 1)
+        _bounded_work(subject.size * pattern.size * wildcards, "LIKE")
+        return _NUMBER
+
+    def _cast(self, node: exp.Cast) -> Shape:
+        inner = self.of(node.this)
+        to = node.to
+        type_name = to.this.value if isinstance(to, exp.DataType) else ""
+        params = [p for p in to.expressions] if isinstance(to, exp.DataType) else []
+        length = _first_int(params)
+        if type_name in _CHAR_TYPES | _BINARY_TYPES:
+            if length is None:
+                _bounded_arg(inner.size)
+                return inner
+            if length > MAX_CAST_LENGTH:
+                raise BoundViolation(TOO_LARGE, "CAST to a large fixed type")
+            if inner.tainted:
+                raise BoundViolation(TEXT_EXTRACTION, "CAST to a shorter text")
+            return Shape(False, length * 4)
+        if type_name in {"DECIMAL", "NUMERIC"} and length is not None:
+            return Shape(False, length + 2)
+        if type_name == "JSON":
+            return inner
+        return _NUMBER if type_name not in {"DATE", "DATETIME", "TIME", "TIMESTAMP"} else _TEMPORAL
+
+    def _builder(self, node: exp.Expr) -> Shape:
+        if isinstance(node, exp.GroupConcat):
+            inner = _concatenated(self._builder_parts(node.this, node.args.get("separator")))
+            return Shape(inner.tainted, min(inner.size, _GROUP_CONCAT_MAX_BYTES))
+        if isinstance(node, exp.ConcatWs):
+            separator, *values = node.expressions
+            pieces = self._builder_parts_ws(separator, values)
+        else:
+            pieces = list(node.expressions)
+        return _concatenated([(piece, self.of(piece)) for piece in pieces])
+
+    def _builder_parts(
+        self, this: exp.Expr, separator: exp.Expr | None
+    ) -> list[tuple[exp.Expr, Shape]]:
+        if isinstance(this, exp.Order):
+            this = this.this
+        values = list(this.expressions) if isinstance(this, exp.Concat) else [this]
+        if isinstance(this, exp.Concat):
+            self._memo[id(this)] = _concatenated([(v, self.of(v)) for v in values])
+        shapes = [(value, self.of(value)) for value in values]
+        if separator is not None and any(shape.tainted for _, shape in shapes):
+            _require_safe_separator(separator)
+        return [*shapes, *(((separator, self.of(separator)),) if separator is not None else ())]
+
+    def _builder_parts_ws(self, separator: exp.Expr, values: list[exp.Expr]) -> list[exp.Expr]:
+        if any(self.of(value).tainted for value in values):
+            _require_safe_separator(separator)
+        parts: list[exp.Expr] = []
+        for value in values:
+            parts.extend((value, separator))
+        return parts[:-1] if parts else []
+
+
+def _whole(args: list[Shape]) -> Shape:
+    return Shape(any(a.tainted for a in args), max((a.size for a in args), default=0))
+
+
+def _first_int(params: Iterable[exp.Expr]) -> int | None:
+    for param in params:
+        value = param.this if isinstance(param, exp.DataTypeParam) else param
+        if isinstance(value, exp.Literal) and str(value.this).isdigit():
+            return int(value.this)
+    return None
+
+
+def _bounded_arg(size: int) -> None:
+    if size > MAX_STRING_ARG_BYTES:
+        raise BoundViolation(TOO_LARGE, "string argument too large")
+
+
+def _bounded_args(args: list[Shape]) -> None:
+    for arg in args:
+        _bounded_arg(arg.size)
+
+
+def _bounded_work(work: int, what: str) -> None:
+    if work > MAX_MATCH_WORK:
+        raise BoundViolation(TOO_LARGE, f"{what}: string matching too expensive")
+
+
+def _bounded_key(size: int, what: str) -> None:
+    if size > MAX_KEY_BYTES:
+        raise BoundViolation(TOO_LARGE, f"{what} too large")
+
+
+def _require_safe_separator(separator: exp.Expr) -> None:
+    if not _safe_literal(separator, first=True) or not _safe_literal(separator, first=False):
+        raise BoundViolation(TEXT_EXTRACTION, "separator next to column text")
+
+
+def _safe_literal(node: exp.Expr | None, *, first: bool) -> bool:
+    """A string literal whose character next to the column text keeps redaction's context."""
+    if not (isinstance(node, exp.Literal) and node.is_string and node.this):
+        return False
+    return (node.this[0] if first else node.this[-1]) in _SAFE_NEIGHBOURS
+
+
+def _concatenated(parts: list[tuple[exp.Expr, Shape]]) -> Shape:
+    """Column text may only be glued to literals that begin/end with a safe separator."""
+    for index, (_, shape) in enumerate(parts):
+        _bounded_arg(shape.size)
+        if not shape.tainted:
+            continue
+        before = parts[index - 1][0] if index > 0 else None
+        after = parts[index + 1][0] if index + 1 < len(parts) else None
+        if before is not None and not _safe_literal(before, first=False):
+            raise BoundViolation(TEXT_EXTRACTION, "column text glued to another value")
+        if after is not None and not _safe_literal(after, first=True):
+            raise BoundViolation(TEXT_EXTRACTION, "column text glued to another value")
+    return Shape(any(s.tainted for _, s in parts), sum(s.size for _, s in parts))
+
+
+def check_shapes(root: exp.Query, schema: Schema) -> None:
+    """Compute every expression's shape and enforce the limits; raises :class:`BoundViolation`."""
+    shapes = _Shapes(root, schema)
+    selects = list(root.find_all(exp.Select))
+    for select in reversed(selects):  # inner queries first, so outer references resolve
+        shapes.register_outputs(select)
+    for node in root.walk():
+        shapes.of(node)
+    for select in selects:
+        _check_select(select, shapes)
+
+
+def _check_select(select: exp.Select, shapes: _Shapes) -> None:
+    row = 0
+    for projection in select.expressions:
+        size = shapes.of(projection).size
+        if size > MAX_ROW_BYTES:
+            raise BoundViolation(TOO_LARGE, "expression too large")
+        row += size
+    if row > MAX_ROW_BYTES:
+        raise BoundViolation(TOO_LARGE, "row too wide")
+    if select.args.get("distinct"):
+        _bounded_key(row, "DISTINCT row")
+    group = select.args.get("group")
+    if isinstance(group, exp.Group):
+        _bounded_key(sum(shapes.of(key).size for key in group.expressions), "GROUP BY key")
