@@ -884,11 +884,11 @@ def _status_note(result: ExecutionResult, posted: _Posted) -> str:
     """The status message's last word: what actually reached the thread."""
     if posted.full:
         return _final_note(result)
-    # The renderer neutralises mrkdwn marks in the note: Slack's codes read better spaced out.
-    refusal = posted.refusal.replace("_", " ")
+    # The renderer shows Slack's codes (``invalid_blocks``) as they are, inert.
+    refusal = posted.refusal
     if posted.plain:
         return f"{_verdict(result)}: {refusal}; a plain-text summary is posted below."
-    fallback = (posted.fallback_error or "unknown").replace("_", " ")
+    fallback = posted.fallback_error or "unknown"
     return (
         f"Could not post the answer: {refusal}, and the plain-text summary too ({fallback}). "
         f"Outcome {result.outcome.value} — {_gist(result, _cut)} Run {result.run_id}."
