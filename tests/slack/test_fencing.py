@@ -321,8 +321,11 @@ async def test_poison_and_newer_entries_are_dead_lettered_and_answered_beside_go
                     "runnable jobs answered, poison answered",
                 )  # fmt: skip
                 dead = await admin.xrange(f"{DEFAULT_STREAM}:dead")
-                pending = await admin.xpending(DEFAULT_STREAM, GROUP)
-                await asyncio.sleep(1.0)
+                for _ in range(100):  # each job is acknowledged once its thread got its answer
+                    pending = await admin.xpending(DEFAULT_STREAM, GROUP)
+                    if pending["pending"] == 0:
+                        break
+                    await asyncio.sleep(0.1)
                 await _stop(worker, front)
             finally:
                 await worker.aclose()
