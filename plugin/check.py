@@ -43,7 +43,10 @@ import httpx
 from plugin.catalog import MAX_SERVICES, clean_entry
 from plugin.settings import Settings
 
-__all__ = ["CheckResult", "CheckStatus", "check_model", "render_json", "render_text", "run_checks"]
+__all__ = [
+    "CheckResult", "CheckStatus", "check_model", "render_json", "render_text", "run_checks",
+    "warnings",
+]  # fmt: skip
 
 PROBE_TIMEOUT_SECONDS = 10.0
 _CONNECT_SECONDS = 5.0
@@ -648,19 +651,27 @@ def _model_lines(facts: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_text(results: Sequence[CheckResult]) -> str:
+def warnings(settings: Settings) -> list[str]:
+    """What works but will not help: no evidence source set at all (each part then reads
+    ``not configured``, which alone is not a failure)."""
+    return [settings.no_evidence_source] if settings.no_evidence_source else []
+
+
+def render_text(results: Sequence[CheckResult], notes: Sequence[str] = ()) -> str:
     lines: list[str] = []
     for r in results:
         lines.append(f"{r.name:<9} {_LABELS[r.status]:<15} {r.detail}")
         if r.name == "model":
             lines += _model_lines(r.facts)
+    lines += [f"{'warning':<9} {'':<15} {note}" for note in notes]
     return "\n".join(lines)
 
 
-def render_json(results: Sequence[CheckResult]) -> str:
+def render_json(results: Sequence[CheckResult], notes: Sequence[str] = ()) -> str:
     payload: dict[str, Any] = {
         "ok": exit_status(results) == 0,
         "checks": [{**asdict(r), "status": r.status.value} for r in results],
+        "warnings": list(notes),
     }
     model = next((r for r in results if r.name == "model"), None)
     if model is not None:
