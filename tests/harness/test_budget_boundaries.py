@@ -35,6 +35,7 @@ def test_the_run_capacity_is_reached_not_passed() -> None:
 def test_saturation_at_exactly_the_streak() -> None:
     assert BUDGETS.saturated(BUDGETS.no_gain_streak - 1) is False
     assert BUDGETS.saturated(BUDGETS.no_gain_streak) is True
+    assert BUDGETS.saturated(BUDGETS.no_gain_streak + 1) is True  # past it too, not only at it
     assert BUDGETS.stop_cause(Usage(), BUDGETS.no_gain_streak) is StopReason.INFORMATION_SATURATED
     assert BUDGETS.stop_cause(Usage(), BUDGETS.no_gain_streak - 1) is None
 
@@ -48,6 +49,11 @@ def test_the_last_tool_call_and_the_last_round() -> None:
     assert BUDGETS.stop_cause(two_rounds_left, 0) is None
     last_round = Usage(model_calls=BUDGETS.max_model_calls - 1)
     assert BUDGETS.stop_cause(last_round, 0) is StopReason.MODEL_CALL_BUDGET_EXHAUSTED
+    # Past the limits as well (a comparison that holds only AT the limit is not the rule).
+    over_tools = Usage(tool_calls=BUDGETS.max_tool_calls + 1)
+    assert BUDGETS.stop_cause(over_tools, 0) is StopReason.TOOL_CALL_BUDGET_EXHAUSTED
+    no_round = Usage(model_calls=BUDGETS.max_model_calls)
+    assert BUDGETS.stop_cause(no_round, 0) is StopReason.MODEL_CALL_BUDGET_EXHAUSTED
 
 
 def test_tokens_for_two_more_rounds_like_the_last() -> None:
