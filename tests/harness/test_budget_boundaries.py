@@ -76,6 +76,8 @@ def test_token_budget_before_and_after_a_round() -> None:
     with pytest.raises(BudgetStop):
         BUDGETS.check_tokens_after_round(over)
     BUDGETS.check_tokens_before_round(Usage(prompt_tokens=BUDGETS.max_total_tokens - 1))
+    with pytest.raises(BudgetStop):  # past the budget (a round that overran it) as well
+        BUDGETS.check_tokens_before_round(over)
 
 
 def test_model_calls_up_to_the_budget() -> None:
@@ -83,6 +85,15 @@ def test_model_calls_up_to_the_budget() -> None:
     with pytest.raises(BudgetStop) as stopped:
         BUDGETS.check_before_model_call(Usage(model_calls=BUDGETS.max_model_calls))
     assert stopped.value.reason is StopReason.MODEL_CALL_BUDGET_EXHAUSTED
+    with pytest.raises(BudgetStop):
+        BUDGETS.check_before_model_call(Usage(model_calls=BUDGETS.max_model_calls + 1))
+
+
+def test_a_run_starts_having_consumed_nothing() -> None:
+    fresh = Usage()
+    assert (fresh.model_calls, fresh.prompt_tokens, fresh.completion_tokens) == (0, 0, 0)
+    assert (fresh.tool_calls, fresh.bytes, fresh.last_round_tokens) == (0, 0, 0)
+    assert fresh.total_tokens == 0 and fresh.usage_estimated is False
 
 
 def test_a_misspelt_counter_is_an_error_not_a_new_field() -> None:
