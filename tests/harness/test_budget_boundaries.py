@@ -101,3 +101,9 @@ def test_a_misspelt_counter_is_an_error_not_a_new_field() -> None:
     usage = Usage()
     with pytest.raises(AttributeError):
         usage.tool_cals = 1  # type: ignore[attr-defined]
+
+
+def test_a_runs_budgets_cannot_change_under_it() -> None:
+    with pytest.raises((AttributeError, TypeError)):  # FrozenInstanceError is an AttributeError
+        BUDGETS.max_tool_calls = 100  # type: ignore[misc]
+    assert BUDGETS.max_tool_calls == 6
