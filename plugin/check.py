@@ -16,12 +16,19 @@ With ``--model``, :func:`check_model` probes the model endpoint's capabilities (
 but at most ``MAX_PROBE_SECONDS``), prints one line per capability with how long its request
 took and the settings it recommends; ``--json`` adds a top-level ``model`` object with the same.
 While a probe waits, progress lines go to the ``progress`` callback (the command line: stderr).
+
+Every module a probe needs (LlamaIndex for the runbooks and for the model probe's schemas, the
+MySQL, Redis and Slack clients) is imported ONCE, in one thread, before any probe starts: two
+probes importing LlamaIndex at once (one in a thread, one on the loop) saw it half-initialised,
+and an import holding the loop starved the network probes into a false "no answer within 5 s".
+So each probe's bound runs from its own start, not from the start of ``check``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import importlib
 import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,7 +43,10 @@ import httpx
 from plugin.catalog import MAX_SERVICES, clean_entry
 from plugin.settings import Settings
 
-__all__ = ["CheckResult", "CheckStatus", "check_model", "render_json", "render_text", "run_checks"]
+__all__ = [
+    "CheckResult", "CheckStatus", "check_model", "render_json", "render_text", "run_checks",
+    "warnings",
+]  # fmt: skip
 
 PROBE_TIMEOUT_SECONDS = 10.0
 _CONNECT_SECONDS = 5.0
@@ -570,6 +580,19 @@ PROBES: tuple[tuple[str, Probe], ...] = (
 )
 
 
+# Imported before probing (see the module docstring); the model probe's only with ``--model``.
+_PROBE_MODULES = (
+    "tools.knowledge", "tools.mysql", "aiomysql", "redis.asyncio", "slack_sdk.web.async_client",
+    "plugin.audit", "plugin.audit.jsonl",
+)  # fmt: skip
+_MODEL_PROBE_MODULES = ("plugin.model_probe", "plugin.agent", "plugin.llm")
+
+
+def _import_probe_modules(model: bool) -> None:
+    for name in _PROBE_MODULES + (_MODEL_PROBE_MODULES if model else ()):
+        importlib.import_module(name)
+
+
 async def _bounded(
     name: str, probe: Probe, settings: Settings, limit: float = PROBE_TIMEOUT_SECONDS * 2
 ) -> CheckResult:
@@ -587,7 +610,9 @@ async def run_checks(
 ) -> list[CheckResult]:
     """Every part, concurrently; the model endpoint only when asked (its three requests are
     each bounded, so the whole is bounded by three times that and a margin; ``progress`` gets
-    its lines while it waits)."""
+    its lines while it waits). What the probes import is imported first, off the loop, so that
+    no probe's clock runs while another imports."""
+    await asyncio.to_thread(_import_probe_modules, model)
     checks = [_bounded(n, p, settings) for n, p in PROBES]
     if model:
         limit = 3 * _model_timeout(settings) + _CONNECT_SECONDS
@@ -626,19 +651,27 @@ def _model_lines(facts: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_text(results: Sequence[CheckResult]) -> str:
+def warnings(settings: Settings) -> list[str]:
+    """What works but will not help: no evidence source set at all (each part then reads
+    ``not configured``, which alone is not a failure)."""
+    return [settings.no_evidence_source] if settings.no_evidence_source else []
+
+
+def render_text(results: Sequence[CheckResult], notes: Sequence[str] = ()) -> str:
     lines: list[str] = []
     for r in results:
         lines.append(f"{r.name:<9} {_LABELS[r.status]:<15} {r.detail}")
         if r.name == "model":
             lines += _model_lines(r.facts)
+    lines += [f"{'warning':<9} {'':<15} {note}" for note in notes]
     return "\n".join(lines)
 
 
-def render_json(results: Sequence[CheckResult]) -> str:
+def render_json(results: Sequence[CheckResult], notes: Sequence[str] = ()) -> str:
     payload: dict[str, Any] = {
         "ok": exit_status(results) == 0,
         "checks": [{**asdict(r), "status": r.status.value} for r in results],
+        "warnings": list(notes),
     }
     model = next((r for r in results if r.name == "model"), None)
     if model is not None:

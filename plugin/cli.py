@@ -81,6 +81,8 @@ async def _diagnose(args: argparse.Namespace) -> int:
         return _error(InputRejection.INVALID_SETTINGS.value, str(exc))
     except InputRejected as exc:
         return _error(exc.code.value, "input rejected before any model call")
+    if settings.no_evidence_source:
+        _log.warning("%s", settings.no_evidence_source)
     try:
         result = await harness.diagnose(request, session_id=args.session_id)
     except InputRejected as exc:
@@ -144,7 +146,7 @@ def _check_progress(line: str) -> None:
 
 
 async def _check(args: argparse.Namespace) -> int:
-    from plugin.check import exit_status, render_json, render_text, run_checks
+    from plugin.check import exit_status, render_json, render_text, run_checks, warnings
 
     try:
         settings = load_settings()
@@ -154,7 +156,9 @@ async def _check(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{'settings':<9} {'FAILED':<15} {exc}\n")
         return EXIT_REJECTED
     results = await run_checks(settings, model=args.model, progress=_check_progress)
-    sys.stdout.write((render_json(results) if args.json else render_text(results)) + "\n")
+    notes = warnings(settings)
+    rendered = render_json(results, notes) if args.json else render_text(results, notes)
+    sys.stdout.write(rendered + "\n")
     return exit_status(results)
 
 

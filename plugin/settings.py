@@ -194,6 +194,18 @@ class Settings(BaseSettings):
             return self.job_claim_seconds
         return self.deadline_seconds + 30.0
 
+    @property
+    def no_evidence_source(self) -> str | None:
+        """A warning when none of the three evidence sources is set (every tool would answer
+        ``NOT_CONFIGURED``); ``None`` when at least one is."""
+        if self.knowledge_dir or self.logs_source or self.mysql_dsn:
+            return None
+        return (
+            "no evidence source is set (DIAG_KNOWLEDGE_DIR, DIAG_LOGS_SOURCE, DIAG_MYSQL_DSN):"
+            " every tool answers NOT_CONFIGURED, so a diagnosis can only say what it could not"
+            " check"
+        )
+
     @field_validator("redis_url", mode="after")
     @classmethod
     def _redis_url(cls, value: SecretStr | None) -> SecretStr | None:

@@ -20,6 +20,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from plugin.errors import ConfigError
 from plugin.metrics import Metrics
 from plugin.settings import Settings
 from plugin.slack.jobs import JobQueue
@@ -63,6 +64,16 @@ def add_retry_handlers(client: AsyncWebClient) -> None:
         client.retry_handlers.append(AsyncServerErrorRetryHandler(max_retry_count=2))
 
 
+def require_admin_channels(settings: Settings) -> None:
+    """``ConfigError`` when ``DIAG_ADMIN_CHANNELS`` is empty: the bot would act nowhere (``serve``
+    and ``register`` refuse it alike, CONTRACTS §8)."""
+    if not settings.admin_channels:
+        raise ConfigError(
+            "DIAG_ADMIN_CHANNELS is empty: the bot would act nowhere; set comma-separated "
+            "channel IDs such as C0123ABC,G0123ABC"
+        )
+
+
 def register(
     app: AsyncApp,
     settings: Settings | None = None,
@@ -83,10 +94,14 @@ def register(
     ``replay=True`` marks every run this handle starts as a replay (``python -m plugin replay``).
     ``metrics``: where runs and Slack events are counted (default: a registry of this
     handle's own, never prometheus_client's global one).
+
+    Raises ``ConfigError`` when ``DIAG_ADMIN_CHANNELS`` is empty, as ``serve`` does: a plugin
+    mounted where it may act nowhere is a setting mistake, not a silent no-op.
     """
     from plugin.wiring import build_harness
 
     settings = settings or Settings()
+    require_admin_channels(settings)
     harness = harness or build_harness(settings)
     redis_url = settings.redis_url.get_secret_value() if settings.redis_url else None
     metrics = metrics or Metrics()

@@ -61,7 +61,7 @@ from plugin.ops import (
     stop_on_signals,
 )
 from plugin.settings import Settings
-from plugin.slack import PluginHandle, register
+from plugin.slack import PluginHandle, register, require_admin_channels
 from plugin.slack.jobs import DEFAULT_STREAM, JobQueue, QueueDepth
 from plugin.slack.state import connect_redis
 from plugin.wiring import warm_up
@@ -126,12 +126,8 @@ def check_serve_settings(settings: Settings, *, socket_mode: bool) -> None:
         raise ConfigError("SLACK_BOT_TOKEN is required to serve")
     if not socket_mode and settings.slack_signing_secret is None:
         raise ConfigError("SLACK_SIGNING_SECRET is required in HTTP mode")
+    require_admin_channels(settings)
     channels = settings.admin_channels
-    if not channels:
-        raise ConfigError(
-            "DIAG_ADMIN_CHANNELS is empty: the bot would act nowhere; set comma-separated "
-            "channel IDs such as C0123ABC,G0123ABC"
-        )
     bad = [c for c in channels if not _CHANNEL_ID.fullmatch(c)]
     if bad:
         shown = ", ".join(repr(c[:40]) for c in bad[:5])

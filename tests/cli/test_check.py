@@ -221,6 +221,23 @@ async def test_text_output_one_line_per_part_and_not_configured(tmp_path: Path) 
         assert "not configured" in by_name[unset]
 
 
+async def test_no_evidence_source_is_warned_not_failed(tmp_path: Path) -> None:
+    """Issue 22: nothing to read evidence from works (exit 0) but is said, in text and JSON."""
+    unset = {"DIAG_KNOWLEDGE_DIR": "", "DIAG_LOGS_SOURCE": "", "DIAG_MYSQL_DSN": ""}
+    warning = "no evidence source is set (DIAG_KNOWLEDGE_DIR, DIAG_LOGS_SOURCE, DIAG_MYSQL_DSN)"
+    text = await run_check(tmp_path, **unset)
+    assert text.code == 0, text.err
+    last = text.out.strip().splitlines()[-1]
+    assert last.split()[0] == "warning" and warning in last
+    as_json = await run_check(tmp_path, "--json", **unset)
+    assert as_json.code == 0 and as_json.report["ok"] is True
+    assert len(as_json.report["warnings"]) == 1 and warning in as_json.report["warnings"][0]
+    logs_only = await run_check(
+        tmp_path, "--json", **{**unset, "DIAG_LOGS_SOURCE": str(logs(tmp_path))}
+    )
+    assert logs_only.report["warnings"] == []
+
+
 async def test_allowed_tables_are_the_configured_ones(tmp_path: Path, mysql_accounts: None) -> None:
     checked = await run_check(
         tmp_path, "--json",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
 from plugin.llm import DiagnosisLLM, draft_response_format
 from plugin.model_probe import MAX_PROBE_SECONDS, probe_seconds, progress_every
 from tests.cli.capability_model import (
+    REPO,
     CapabilityModelServer,
     Checked,
     Refusal,
@@ -444,3 +446,52 @@ async def test_the_bound_in_use_is_the_model_timeout_not_an_older_cap(
         f"probing {name} (waiting up to {bound} s)"
         for name in ("tool_calling", "parallel_tool_calls", "json_schema_with_tools")
     ]
+
+
+# -- every part at once (issue 22: imports raced between the runbook and the model probes) -------
+
+# Slow imports, as on a loaded machine: a finder in the child's ``sitecustomize`` that waits 20 ms
+# each time a ``llama_index`` module is looked up (about 420 of them: some 8 s in all, while
+# that module's import lock is held, as a cold disk or a busy CPU holds it). Nothing of the code
+# under test is replaced.
+SLOW_IMPORTS = """
+import sys, time
+
+class _Slow:
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("llama_index"):
+            time.sleep(0.02)
+        return None
+
+sys.meta_path.insert(0, _Slow())
+"""
+
+
+async def test_every_part_and_the_model_at_once_with_slow_imports(
+    tmp_path: Path, capability_server: StartCapable
+) -> None:
+    """Runbooks (LlamaIndex, read in a thread), logs, Redis, the audit sink and the model probe
+    (LlamaIndex's tool and Draft schemas) in one ``check`` while importing LlamaIndex takes
+    some 8 s: every part OK. Imports happen once, before any probe starts its clock, so none is
+    starved into a false "no answer within 5 s" and no import is seen half-initialised."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SLOW_IMPORTS, encoding="utf-8")
+    runbooks = tmp_path / "runbooks"
+    runbooks.mkdir()
+    (runbooks / "pool.md").write_text("# Pool\n\n## Fix\n\nroll back\n", encoding="utf-8")
+    (tmp_path / "logs" / "payment-api" / "2026-11-28").mkdir(parents=True)
+    server = await capability_server(capable())
+    checked = await check(
+        tmp_path, server, "--json",
+        PYTHONPATH=f"{site}{os.pathsep}{REPO}",
+        DIAG_KNOWLEDGE_DIR=str(runbooks), DIAG_LOGS_SOURCE=str(tmp_path / "logs"),
+        DIAG_REDIS_URL="redis://127.0.0.1:6379/0",
+    )  # fmt: skip
+    statuses = {c["name"]: (c["status"], c["detail"]) for c in checked.report["checks"]}
+    assert {name: status for name, (status, _) in statuses.items()} == {
+        "runbooks": "OK", "logs": "OK", "mysql": "NOT_CONFIGURED", "redis": "OK",
+        "audit": "OK", "slack": "NOT_CONFIGURED", "model": "OK",
+    }, statuses  # fmt: skip
+    assert checked.code == 0, checked.out + checked.err
+    assert_probe_bodies(server)

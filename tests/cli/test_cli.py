@@ -166,6 +166,32 @@ async def test_unset_knowledge_dir_and_logs_source_answer_not_configured(
     ]
 
 
+NO_EVIDENCE = "no evidence source is set (DIAG_KNOWLEDGE_DIR, DIAG_LOGS_SOURCE, DIAG_MYSQL_DSN)"
+UNSET = {"DIAG_KNOWLEDGE_DIR": "", "DIAG_LOGS_SOURCE": "", "DIAG_MYSQL_DSN": ""}  # "" is unset
+
+
+async def test_diagnose_with_no_evidence_source_warns_on_stderr(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    """Issue 22: the model is still asked (the answer says what could not be checked), and
+    stderr says why it will be empty; stdout is still the one Execution Result."""
+    server = await model_server([final_step(draft_json(conclusion=False))] * 2)
+    env = base_env(server.base_url, tmp_path, **UNSET)
+    code, out, err = await run_cli("diagnose", "payment-api 5xx", env=env, cwd=tmp_path)
+    assert code == 0, err
+    assert single_json(out)["outcome"] == "DRAFT"
+    warned = [line for line in err.splitlines() if NO_EVIDENCE in line]
+    assert len(warned) == 1 and "WARNING" in warned[0], err
+    assert NO_EVIDENCE not in out
+
+    runbooks = tmp_path / "runbooks"
+    runbooks.mkdir()
+    env = base_env(server.base_url, tmp_path, **{**UNSET, "DIAG_KNOWLEDGE_DIR": str(runbooks)})
+    code, out, err = await run_cli("diagnose", "payment-api 5xx", env=env, cwd=tmp_path)
+    assert code == 0, err
+    assert NO_EVIDENCE not in err + out
+
+
 async def test_diagnose_input_rejected_exits_2_without_model_call(
     model_server: StartServer, tmp_path: Path
 ) -> None:

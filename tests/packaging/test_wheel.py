@@ -275,5 +275,5 @@ async def test_replay_of_a_recorded_event(installed: Installed, empty_dir: Path)
         )
     assert code == 0, err
     server.assert_complete()
-    assert "[chat.postMessage thread_ts=1764324360.000100]" in out
+    assert "[chat.postMessage thread_ts=1795860360.000100]" in out
     assert json.loads(out.strip().splitlines()[-1])["outcome"] == "DRAFT"

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -151,12 +152,31 @@ async def test_replay_command_prints_posts_and_result(
     out, err = await asyncio.wait_for(process.communicate(), timeout=120)
     assert process.returncode == 0, err.decode()
     text = out.decode()
-    assert "[chat.postMessage thread_ts=1764324360.000100]" in text
+    assert "[chat.postMessage thread_ts=1795860360.000100]" in text
     assert "No confirmed conclusion" in text
     result = json.loads(text.strip().splitlines()[-1])
     assert result["outcome"] == "DRAFT"
     user = next(m for m in model.requests[0]["messages"] if m["role"] == "user")
-    assert json.loads(user["content"])["query"].startswith("payment-api 5xx since 10:05 UTC")
+    sent = json.loads(user["content"])
+    assert sent["query"].startswith("payment-api 5xx since 10:05 UTC")
+    # Asked on the day its text names, when the bundled incident happened (issue 22: a 2025 ts
+    # sent the model to look a year before its 2026 data).
+    assert sent["asked_at"].startswith("2026-11-28T10:06:00")
+
+
+def test_sample_envelope_is_dated_like_its_data() -> None:
+    """``examples/slack/app_mention.json``: its ``ts`` falls on the day its text names, a day
+    the bundled incident logs cover, a few minutes after the "since 10:05" it asks about."""
+    envelope = json.loads((REPO / "examples/slack/app_mention.json").read_text(encoding="utf-8"))
+    event = envelope["event"]
+    asked = datetime.fromtimestamp(float(event["ts"]), UTC)
+    assert event["event_ts"] == event["ts"] and envelope["event_time"] == int(float(event["ts"]))
+    day = asked.date().isoformat()
+    assert f"on {day}" in event["text"]
+    log_days = {d.name for d in (REPO / "examples/incident/logs").glob("*/*") if d.is_dir()}
+    assert day in log_days
+    since = datetime.fromisoformat(f"{day}T10:05:00+00:00")
+    assert timedelta(0) < asked - since < timedelta(hours=1)
 
 
 async def test_replay_command_rejects_a_non_mention(tmp_path: Path) -> None:
