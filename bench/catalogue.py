@@ -1,6 +1,7 @@
 """Item 4d: what the catalogues in the tool descriptions cost (issue 13 item 2).
 
-Each run asks :class:`plugin.catalog.Catalogues` for the three descriptions. Between refreshes
+Each run asks :class:`plugin.harness.catalog.Catalogues` for the three descriptions. Between
+refreshes
 that is a clock read and a tuple (``cached``); every ``DIAG_CATALOG_REFRESH_SECONDS`` the stale
 catalogues are re-read by the adapters (``refresh``): the runbook titles of the bundled
 runbooks, the service folders of a generated log history, and the allowed tables with their
@@ -16,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Row, Sizes, median, percentile
-from plugin.catalog import Catalogues
-from plugin.prompts import prompt_set
+from plugin.contract.prompts import prompt_set
+from plugin.harness.catalog import Catalogues
 from plugin.resources import BUNDLED_KNOWLEDGE
-from tools.base import ToolName
-from tools.knowledge import KnowledgeAdapter
-from tools.logs import JsonlLogSource, LogsAdapter
-from tools.mysql import MysqlAdapter
+from plugin.tools.base import ToolName
+from plugin.tools.knowledge import KnowledgeAdapter
+from plugin.tools.logs import JsonlLogSource, LogsAdapter
+from plugin.tools.mysql import MysqlAdapter
 
 __all__ = ["run_catalogue"]
 

@@ -19,7 +19,7 @@ __all__ = ["run_coldstart"]
 SECTION = "5 cold start"
 QUERY = "payment-api 5xx since 10:05 UTC 2026-11-28"
 _IMPORT_PROBE = (
-    "import time; t = time.perf_counter(); import plugin.cli, plugin.wiring; "
+    "import time; t = time.perf_counter(); import plugin.commands.cli, plugin.wiring; "
     "print(time.perf_counter() - t)"
 )
 

@@ -60,7 +60,8 @@ def _call_id(user_text: str, round_no: int) -> str:
 
 
 def draft_text(cited: list[str]) -> str:
-    """A Draft that satisfies ``plugin.draft`` for the given READY ids (none: no conclusion)."""
+    """A Draft that satisfies ``plugin.contract.draft`` for the given READY ids (none: no
+    conclusion)."""
     finding = {
         "kind": "FINDING",
         "statement": "10:05 起大量 db pool exhausted 错误",

@@ -12,14 +12,14 @@ import httpx
 from bench.common import Row, Sizes, judged, median, percentile
 from bench.fake_model import FakeModelProcess
 from bench.scenario import BareAgent, build_bench_harness, fake_adapters, is_draft, request_for
-from plugin.agent import build_agent
-from plugin.budget import Budgets
-from plugin.context import RunContext
-from plugin.hooks import HookSet
-from plugin.interceptor import ToolInterceptor
-from plugin.llm import build_llm
-from plugin.prompts import system_prompt
-from plugin.usecase import Harness
+from plugin.contract.prompts import system_prompt
+from plugin.harness.agent import build_agent
+from plugin.harness.budget import Budgets
+from plugin.harness.context import RunContext
+from plugin.harness.hooks import HookSet
+from plugin.harness.interceptor import ToolInterceptor
+from plugin.harness.model import build_llm
+from plugin.harness.run import Harness
 
 __all__ = ["run_overhead"]
 

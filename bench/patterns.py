@@ -1,4 +1,4 @@
-"""Pattern mining for the ``query_logs`` summary: the masker of ``tools.log_summary`` against
+"""Pattern mining for the ``query_logs`` summary: the masker of ``plugin.tools.log_summary`` against
 Drain3 (logpai's streaming log template miner, the field's standard), on
 
 * the bundled incident (``examples/incident/logs``: every line of every service), each line
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO
-from tools.log_summary import window_patterns
+from plugin.tools.log_summary import window_patterns
 
 __all__ = ["SHAPES", "incident_lines", "main", "mixed_lines", "score"]
 
@@ -185,7 +185,7 @@ def score(lines: Labelled, group: Callable[[Sequence[str]], list[Hashable]]) -> 
 
 def main(argv: Sequence[str] | None = None) -> int:
     miners: dict[str, Callable[[Sequence[str]], list[Hashable]] | None] = {
-        "masker (tools.log_summary)": _masker,
+        "masker (plugin.tools.log_summary)": _masker,
         "drain3 (default config)": _drain(masking=False),
         "drain3 (+ example masking)": _drain(masking=True),
     }

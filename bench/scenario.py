@@ -19,13 +19,13 @@ from llama_index.llms.openai import OpenAI
 from pydantic import BaseModel
 
 from plugin.audit import JsonlAuditSink
-from plugin.prompts import system_prompt
-from plugin.request import DiagnosisRequest
-from plugin.result import ExecutionResult, Outcome
+from plugin.contract.prompts import system_prompt
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import ExecutionResult, Outcome
+from plugin.harness.run import Harness
 from plugin.settings import Settings
-from plugin.usecase import Harness
-from tools.base import AdapterCall, AdapterResult, EvidenceAdapter, Ready, ToolName
-from tools.schemas import (
+from plugin.tools.base import AdapterCall, AdapterResult, EvidenceAdapter, Ready, ToolName
+from plugin.tools.schemas import (
     KnowledgeInput,
     KnowledgeItem,
     LogItem,

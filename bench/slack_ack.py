@@ -28,8 +28,8 @@ from bench.loopmon import LoopMonitor
 from bench.scenario import bench_settings, fake_adapters
 from plugin.audit import JsonlAuditSink
 from plugin.doubles.recording_slack import RecordingSlackApi
+from plugin.harness.run import Harness
 from plugin.slack import PluginHandle, register
-from plugin.usecase import Harness
 
 __all__ = ["post_all", "run_slack_ack", "signed_mention"]
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from bench.common import REPO, Row, Sizes, judged, median, percentile
 from bench.loopmon import LoopMonitor
-from tools.base import AdapterCall, Ready
-from tools.logs import JsonlLogSource, LogsAdapter
-from tools.schemas import LogsInput, LogSummary
+from plugin.tools.base import AdapterCall, Ready
+from plugin.tools.logs import JsonlLogSource, LogsAdapter
+from plugin.tools.schemas import LogsInput, LogSummary
 
 __all__ = ["generate_history", "run_logs", "shift_days"]
 

@@ -12,11 +12,11 @@ from typing import Any
 import aiomysql
 
 from bench.common import Row, Sizes, judged, median, percentile
-from tools.base import AdapterCall, Ready
-from tools.mysql import MysqlAdapter, parse_dsn
-from tools.schemas import MysqlInput
-from tools.sql_bounds import Schema, column_shape
-from tools.sql_guard import Prepared, prepare_sql
+from plugin.tools.base import AdapterCall, Ready
+from plugin.tools.mysql import MysqlAdapter, parse_dsn
+from plugin.tools.schemas import MysqlInput
+from plugin.tools.sql_bounds import Schema, column_shape
+from plugin.tools.sql_guard import Prepared, prepare_sql
 
 __all__ = ["DEFAULT_DSN", "run_mysql"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from plugin.harness.run import Harness
     from plugin.slack import PluginHandle, register
-    from plugin.usecase import Harness
 
 __all__ = ["Harness", "PluginHandle", "register"]
 
@@ -22,7 +22,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(plugin.slack, name)
     if name == "Harness":
-        from plugin.usecase import Harness
+        from plugin.harness.run import Harness
 
         return Harness
     raise AttributeError(name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from plugin.cli import main
+from plugin.commands.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

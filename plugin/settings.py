@@ -99,7 +99,7 @@ class Settings(BaseSettings):
     """How often the services, tables and runbook titles in the tool descriptions are re-read."""
     prompt: str = Field(default="zh", validation_alias="DIAG_PROMPT")
     """``zh``, ``en``, or the path of a system prompt file with the same slots (see
-    ``plugin.prompts``)."""
+    ``plugin.contract.prompts``)."""
 
     slack_bot_token: SecretStr | None = Field(default=None, validation_alias="SLACK_BOT_TOKEN")
     slack_app_token: SecretStr | None = Field(default=None, validation_alias="SLACK_APP_TOKEN")
@@ -166,7 +166,7 @@ class Settings(BaseSettings):
     @field_validator("prompt", mode="after")
     @classmethod
     def _prompt(cls, value: str) -> str:
-        from plugin.prompts import PromptError, prompt_set
+        from plugin.contract.prompts import PromptError, prompt_set
 
         try:
             prompt_set(value)
@@ -267,7 +267,7 @@ def check_http_url(value: str, *, what: str = "an http(s)://host[:port][/path] U
 
 
 def check_mysql_dsn(value: str, *, form: str = _MYSQL_FORM) -> None:
-    """The DSN shape ``tools.mysql.parse_dsn`` accepts; the DSN itself is never echoed."""
+    """The DSN shape ``plugin.tools.mysql.parse_dsn`` accepts; the DSN itself is never echoed."""
     try:
         parts = _split(value)
     except PydanticCustomError:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from plugin.audit import build_audit_sink
+from plugin.harness.run import Harness
 from plugin.settings import Settings
-from plugin.usecase import Harness
-from tools.base import EvidenceAdapter, ToolName
-from tools.knowledge import KnowledgeAdapter
-from tools.logs import LogsAdapter, build_log_source
-from tools.mysql import MysqlAdapter
+from plugin.tools.base import EvidenceAdapter, ToolName
+from plugin.tools.knowledge import KnowledgeAdapter
+from plugin.tools.logs import LogsAdapter, build_log_source
+from plugin.tools.mysql import MysqlAdapter
 
 __all__ = ["build_adapters", "build_harness", "warm_up"]
 

@@ -1,6 +1,6 @@
 """Evidence adapters: the three tools the diagnosis agent may call, behind one protocol."""
 
-from tools.base import (
+from plugin.tools.base import (
     AdapterCall,
     AdapterErrorCode,
     AdapterResult,
@@ -9,7 +9,7 @@ from tools.base import (
     Ready,
     ToolName,
 )
-from tools.schemas import (
+from plugin.tools.schemas import (
     KnowledgeInput,
     KnowledgeItem,
     LogItem,

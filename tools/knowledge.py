@@ -62,9 +62,9 @@ from llama_index.core.node_parser import MarkdownNodeParser
 from llama_index.core.schema import Document, NodeWithScore, QueryBundle, TextNode
 from llama_index.retrievers.bm25 import BM25Retriever
 
-from tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
-from tools.redact import HEADROOM, redact_prefix
-from tools.schemas import KnowledgeInput, KnowledgeItem
+from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
+from plugin.tools.redact import HEADROOM, redact_prefix
+from plugin.tools.schemas import KnowledgeInput, KnowledgeItem
 
 logger = logging.getLogger(__name__)
 
@@ -375,7 +375,7 @@ def snippet(body: str, limit: int = SNIPPET_CHARS) -> str:
 
     Only a bounded prefix is redacted (runs of whitespace collapse, hence the extra room) and
     the final cut falls on redacted text, so no secret is cut in half and leaks a prefix
-    (:func:`tools.redact.redact_prefix`).
+    (:func:`plugin.tools.redact.redact_prefix`).
     """
     redacted, cut = redact_prefix(body, 4 * limit + HEADROOM)
     text = _WS.sub(" ", redacted).strip()

@@ -13,7 +13,8 @@ message shapes). Its cost is kept off the per-line path:
   turned into ``0`` (``bytes.translate``, a few tens of nanoseconds). The masker treats all
   digits alike, so messages differing only in their digits share a key and a pattern;
 * a key becomes a pattern once, when the summary is built: redacted first
-  (:func:`tools.redact.redact_prefix`: patterns are evidence, i.e. attacker data), then masked
+  (:func:`plugin.tools.redact.redact_prefix`: patterns are evidence, i.e. attacker data), then
+  masked
   (:func:`full_pattern`);
 * keys that mask to the same full pattern are merged, so counts are per pattern; only the five
   shown are then bounded to :data:`PATTERN_CHARS` characters and :data:`PATTERN_BYTES` bytes of
@@ -34,9 +35,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-from tools.redact import HEADROOM, redact_prefix
-from tools.schemas import LogBuckets, LogPattern, LogSummary
-from tools.threads import NEVER, OutOfTime, Stop, Stopped
+from plugin.tools.redact import HEADROOM, redact_prefix
+from plugin.tools.schemas import LogBuckets, LogPattern, LogSummary
+from plugin.tools.threads import NEVER, OutOfTime, Stop, Stopped
 
 __all__ = [
     "BUCKET_WIDTHS",
@@ -306,7 +307,8 @@ def variant_targets(patterns: Iterable[str], stop: Stop = NEVER) -> dict[str, st
     One dict entry per token position, keyed by the text before and after it (patterns over
     :data:`MERGE_MAX_TOKENS` tokens or :data:`MERGE_MAX_CHARS` characters are skipped, so a
     pattern costs at most a few tens of kilobytes of copying); ``stop`` is checked every
-    :data:`_STOP_EVERY` patterns (a spent budget raises :class:`~tools.threads.OutOfTime`)."""
+    :data:`_STOP_EVERY` patterns (a spent budget raises
+    :class:`~plugin.tools.threads.OutOfTime`)."""
     groups: dict[tuple[int, str, str], list[str]] = {}
     for done, pattern in enumerate(patterns):
         if done % _STOP_EVERY == 0:

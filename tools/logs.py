@@ -14,7 +14,8 @@ Each line is one JSON object: ``ts`` (RFC 3339 with offset), ``service``, ``leve
 attributes (ignored here). A line belongs to the file of its own UTC hour. Lines are usually
 sorted by ``ts`` but need not be. The point of the layout is that cost follows the window, not
 the history: a query opens only the files of the hours its window touches, newest hour first —
-every one of them, because the ``summary`` (:mod:`tools.log_summary`) counts every matching line
+every one of them, because the ``summary`` (:mod:`plugin.tools.log_summary`) counts every matching
+line
 of the window exactly, while the items are the newest ``limit`` matches. A file is read 256 KB
 at a time; a level or ``contains`` filter is first looked for in the raw bytes
 (:class:`Prefilter`), candidates are parsed with orjson (``json.loads`` decides what orjson
@@ -23,7 +24,7 @@ line (:func:`_fast_batch`; the bench measures the busiest generated hour, 240k l
 Malformed lines (bad JSON, missing or mistyped fields, naive timestamps, over-long lines) are
 skipped and counted, never fatal. Only regular files reached from the folder without following a
 link are opened (:func:`open_inside`), and at most the size they had when opened is read. The scan
-runs in a worker thread (:func:`tools.threads.in_thread`) that a cancelled query stops within
+runs in a worker thread (:func:`plugin.tools.threads.in_thread`) that a cancelled query stops within
 one block.
 
 Loki (:class:`LokiLogSource`) gets ``GET {base}/loki/api/v1/query_range`` with a LogQL query built
@@ -69,11 +70,11 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from yarl import URL
 
-from tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
-from tools.log_summary import Grid, Tally, format_ts, pattern_keys
-from tools.redact import HEADROOM, redact_prefix
-from tools.schemas import SERVICE_NAME, LogItem, LogsInput, LogSummary
-from tools.threads import OutOfTime, Stop, in_thread
+from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
+from plugin.tools.log_summary import Grid, Tally, format_ts, pattern_keys
+from plugin.tools.redact import HEADROOM, redact_prefix
+from plugin.tools.schemas import SERVICE_NAME, LogItem, LogsInput, LogSummary
+from plugin.tools.threads import OutOfTime, Stop, in_thread
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ class LogRecord:
 @dataclass(frozen=True, slots=True)
 class LogPage:
     """At most ``limit`` records, newest first; ``truncated`` when more matched; the
-    ``summary`` of every match (see :mod:`tools.log_summary`)."""
+    ``summary`` of every match (see :mod:`plugin.tools.log_summary`)."""
 
     items: list[LogRecord]
     truncated: bool
@@ -128,7 +129,7 @@ def bound_message(message: str, limit: int = MESSAGE_CHARS) -> str:
 
     Only ``limit + HEADROOM`` characters are ever redacted (a 64 KB line costs what a 2 KB one
     does), and the final cut falls on redacted text, so a secret cut in half cannot leak its
-    prefix (:func:`tools.redact.redact_prefix`).
+    prefix (:func:`plugin.tools.redact.redact_prefix`).
     """
     text, cut = redact_prefix(message, limit + HEADROOM)
     if len(text) <= limit and not cut:

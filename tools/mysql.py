@@ -3,7 +3,7 @@
 Layers, outermost first, each of which alone should stop a hostile statement (README "The
 read-only boundary of query_mysql"):
 
-1. :func:`tools.sql_guard.prepare_sql` refuses anything but one allowlisted SELECT
+1. :func:`plugin.tools.sql_guard.prepare_sql` refuses anything but one allowlisted SELECT
    (``FORBIDDEN_QUERY``, nothing sent) and returns the guard's own rendering of the checked tree,
    verified byte for byte by a conservative MariaDB lexer; the model's text is never sent.
 2. Every pooled connection has multi-statements switched off at the protocol level; the
@@ -17,10 +17,11 @@ read-only boundary of query_mysql"):
    since they were first read, executes nothing (``NOT_CONFIGURED``, logged once).
 
 Results are streamed (unbuffered cursor, stopped at the row cap or the byte cap) and projected,
-in a worker thread, into :class:`~tools.schemas.MysqlRow`: at most ``max_rows`` rows (the guard
+in a worker thread, into :class:`~plugin.tools.schemas.MysqlRow`: at most ``max_rows`` rows (the
+guard
 asks for one more to detect truncation), JSON scalars only, long strings cut visibly, the values
 at the output positions the guard marked secret replaced by ``***`` (by position, never by the
-label the server returns), and every string passed through :func:`tools.redact.redact`. The
+label the server returns), and every string passed through :func:`plugin.tools.redact.redact`. The
 guard's typed pass needs the allowed tables' column types: they are read with the privilege
 verdict, which is re-read every ``verdict_refresh_seconds``. Errors become stable codes;
 exception text goes to the log only, never to the caller, and the DSN password is never logged.
@@ -46,12 +47,12 @@ from urllib.parse import unquote, urlsplit
 import aiomysql
 from pymysql.constants import COMMAND
 
-from tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
-from tools.mysql_privileges import GrantVerdict, effective_grants_verdict
-from tools.redact import is_secret_name, redact
-from tools.schemas import JsonScalar, MysqlInput, MysqlRow
-from tools.sql_bounds import CAP_CHARS, ColumnShape, Schema, column_shape
-from tools.sql_guard import Prepared, Refused, check_sql, prepare_sql
+from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
+from plugin.tools.mysql_privileges import GrantVerdict, effective_grants_verdict
+from plugin.tools.redact import is_secret_name, redact
+from plugin.tools.schemas import JsonScalar, MysqlInput, MysqlRow
+from plugin.tools.sql_bounds import CAP_CHARS, ColumnShape, Schema, column_shape
+from plugin.tools.sql_guard import Prepared, Refused, check_sql, prepare_sql
 
 logger = logging.getLogger(__name__)
 

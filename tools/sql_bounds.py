@@ -33,7 +33,7 @@ from enum import StrEnum
 
 from sqlglot import exp
 
-from tools.redact import is_secret_name
+from plugin.tools.redact import is_secret_name
 
 __all__ = [
     "CAP_CHARS",

@@ -25,14 +25,14 @@ including ``information_schema``, although the server filters it by privilege: i
 the names of other schemas, routines, users' grants and server internals, and the model does not
 need it (the adapter itself reads the table list once, not the model).
 
-Secret-looking columns (:func:`tools.redact.is_secret_name`) may only be projected as bare
+Secret-looking columns (:func:`plugin.tools.redact.is_secret_name`) may only be projected as bare
 columns of the outermost SELECT under a secret-looking output name; using them in predicates,
 functions, aliases, set operations, ``JOIN … USING``, ordinals of ``ORDER BY``/``GROUP BY`` or a
 ``DISTINCT`` row is refused, and ``NATURAL`` joins are refused outright, which blocks laundering
 and equality/ordering oracles. :class:`Prepared` tells the adapter which output positions hold
 such a column; it masks by position, never by the label the server returns.
 
-With the schema (the adapter always passes it), :mod:`tools.sql_bounds` expands the outermost
+With the schema (the adapter always passes it), :mod:`plugin.tools.sql_bounds` expands the outermost
 ``*``, bounds every expression's size and cost, and refuses extraction from text columns.
 """
 
@@ -48,8 +48,8 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokenizer_core import Token, TokenType
 
-from tools.redact import is_secret_name
-from tools.sql_bounds import (
+from plugin.tools.redact import is_secret_name
+from plugin.tools.sql_bounds import (
     TEXT_EXTRACTION,
     TOO_LARGE,
     BoundViolation,
@@ -59,7 +59,7 @@ from tools.sql_bounds import (
     expand_stars,
     projection_masks,
 )
-from tools.sql_lexer import RENDERED_VOCABULARY, LexKind, LexRefusal, scan_raw, scan_rendered
+from plugin.tools.sql_lexer import RENDERED_VOCABULARY, LexKind, LexRefusal, scan_raw, scan_rendered
 
 DIALECT = "mysql"
 
@@ -172,7 +172,7 @@ _ALLOWED_ANONYMOUS_FUNCTIONS = frozenset(
 )  # fmt: skip
 
 # --- secret-looking names ----------------------------------------------------------------------
-# One detector for the whole project (tools.redact); kept under its old name for callers.
+# One detector for the whole project (plugin.tools.redact); kept under its old name for callers.
 is_secret_column = is_secret_name
 
 
@@ -189,7 +189,7 @@ def check_sql(
     """Parse ``sql`` and decide; never raises for any input text.
 
     With ``schema`` (the adapter always passes one) the outermost ``*`` is expanded into the
-    schema's columns and the typed pass (:mod:`tools.sql_bounds`) bounds every expression and
+    schema's columns and the typed pass (:mod:`plugin.tools.sql_bounds`) bounds every expression and
     refuses extraction from text columns; without it only the untyped checks run.
     """
     try:
@@ -243,7 +243,8 @@ def prepare_sql(
 
     1. :func:`check_sql` on the model's text (lexical pre-scan, parse, allowlists, typed pass);
     2. render the checked tree with the row cap (:func:`limit_rows`);
-    3. verify the rendering with the conservative lexer (:mod:`tools.sql_lexer`) and check that
+    3. verify the rendering with the conservative lexer (:mod:`plugin.tools.sql_lexer`) and check
+       that
        it holds exactly as many quoted names and string literals as the tree — so nothing was
        pasted raw into the text;
     4. parse the rendering again: it must pass the guard and render to the same text (a fixed

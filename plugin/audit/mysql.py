@@ -81,7 +81,7 @@ class MysqlAuditSink:
     """One row per run in ``diag_audit``, bounded by ``timeout_seconds`` (see the module doc)."""
 
     def __init__(self, dsn: str, *, timeout_seconds: float = 5.0) -> None:
-        from tools.mysql import parse_dsn
+        from plugin.tools.mysql import parse_dsn
 
         try:
             self._dsn = parse_dsn(dsn)

@@ -19,11 +19,11 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
-from plugin.context import RunContext
-from plugin.envelope import MAX_TOOL_CALL_ID_CHARS
-from plugin.ledger import Invocation
-from plugin.request import format_asked_at
-from plugin.result import ExecutionResult
+from plugin.contract.envelope import MAX_TOOL_CALL_ID_CHARS
+from plugin.contract.request import format_asked_at
+from plugin.contract.result import ExecutionResult
+from plugin.harness.context import RunContext
+from plugin.harness.ledger import Invocation
 
 __all__ = [
     "MAX_RECORD_BYTES",
@@ -120,7 +120,7 @@ def _invocation(i: Invocation) -> dict[str, Any]:
     }
 
 
-# Session ids of runs started by ``replay`` (plugin.slack.replay) begin with this.
+# Session ids of runs started by ``replay`` (plugin.commands.replay) begin with this.
 REPLAY_SESSION_PREFIX = "replay:"
 
 

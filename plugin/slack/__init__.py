@@ -21,14 +21,14 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.errors import ConfigError
-from plugin.metrics import Metrics
+from plugin.harness.run import Harness
 from plugin.settings import Settings
 from plugin.slack.jobs import JobQueue
 from plugin.slack.listeners import REPLAY_CALLBACK_ID, Listeners
+from plugin.slack.metrics import Metrics
 from plugin.slack.progress import StatusBudget
 from plugin.slack.runs import DEFAULT_LOCK_TTL_SECONDS, RunManager
 from plugin.slack.state import build_state
-from plugin.usecase import Harness
 
 __all__ = [
     "REPLAY_CALLBACK_ID",

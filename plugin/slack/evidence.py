@@ -15,14 +15,14 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from plugin.hooks import StepHook
-from plugin.ledger import InvocationStatus
-from plugin.render_text import EvidenceCheck
-from plugin.result import ExecutionResult
+from plugin.contract.result import ExecutionResult
+from plugin.contract.text import EvidenceCheck
+from plugin.harness.hooks import StepHook
+from plugin.harness.ledger import InvocationStatus
 
 if TYPE_CHECKING:
-    from plugin.context import RunContext
-    from plugin.ledger import Invocation
+    from plugin.harness.context import RunContext
+    from plugin.harness.ledger import Invocation
 
 __all__ = [
     "EvidenceCollector",

@@ -18,7 +18,7 @@ from typing import Any
 
 from plugin.audit import AuditWriter
 from plugin.audit.record import MAX_FEEDBACK_REASON_CHARS, feedback_record
-from plugin.render_text import one_line
+from plugin.contract.text import one_line
 from plugin.slack.state import SharedState
 
 __all__ = [

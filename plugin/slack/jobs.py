@@ -44,7 +44,12 @@ from pydantic import TypeAdapter
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from plugin.request import PreviousTurn, format_asked_at, parse_asked_at, parse_previous_turn
+from plugin.contract.request import (
+    PreviousTurn,
+    format_asked_at,
+    parse_asked_at,
+    parse_previous_turn,
+)
 from plugin.slack.fence import (
     FENCE_TTL_SECONDS,
     RunFence,

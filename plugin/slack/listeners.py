@@ -28,8 +28,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.metrics import EventResult
-from plugin.request import slack_ts_moment
+from plugin.contract.request import slack_ts_moment
 from plugin.settings import Settings
 from plugin.slack.feedback import (
     FEEDBACK_VIEW_ID,
@@ -45,6 +44,7 @@ from plugin.slack.gate import (
     own_mention_removed,
     slack_ts,
 )
+from plugin.slack.metrics import EventResult
 from plugin.slack.render import (
     CANCEL_ACTION_ID,
     EVIDENCE_ACTION_ID,

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, replace
 from slack_sdk.errors import SlackApiError
 
 from plugin.aio import stop_task, stopping
-from plugin.context import RunContext
-from plugin.hooks import ModelRound, StepHook
-from plugin.ledger import Invocation
+from plugin.harness.context import RunContext
+from plugin.harness.hooks import ModelRound, StepHook
+from plugin.harness.ledger import Invocation
 from plugin.slack.render import StatusView
-from tools.base import ToolName
+from plugin.tools.base import ToolName
 
 __all__ = ["QUEUED_EVERY_TICKS", "ProgressTracker", "StatusBoard", "StatusBudget", "TokenBucket"]
 

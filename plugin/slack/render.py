@@ -56,8 +56,9 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from plugin.draft import AnalysisItem, CitedEvidence, Conclusion, DiagnosisDraft
-from plugin.render_text import (
+from plugin.contract.draft import AnalysisItem, CitedEvidence, Conclusion, DiagnosisDraft
+from plugin.contract.result import Check, ExecutionResult, Outcome
+from plugin.contract.text import (
     BLANK,
     STOP_EXPLANATIONS,
     EvidenceCheck,
@@ -65,7 +66,6 @@ from plugin.render_text import (
     evidence_lines,
     one_line,
 )
-from plugin.result import Check, ExecutionResult, Outcome
 
 __all__ = [
     "CANCEL_ACTION_ID",
@@ -130,7 +130,7 @@ _BLANK = f"_{BLANK}_"
 
 WORKER_LOST_DETAIL = "WORKER_LOST"
 QUEUE_LOST_DETAIL = "QUEUE_LOST"
-"""A queued run whose worker vanished (``plugin.slack.worker``)."""
+"""A queued run whose worker vanished (``plugin.service.worker``)."""
 REPLAY_NOTE = ":repeat: Replay of this thread's question with the current version"
 
 

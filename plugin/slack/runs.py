@@ -31,12 +31,13 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.context import new_run_id
+from plugin.contract.request import DiagnosisRequest, PreviousTurn
+from plugin.contract.result import ExecutionResult, Outcome
+from plugin.contract.text import STOP_EXPLANATIONS
 from plugin.errors import InputRejected
-from plugin.hooks import StepHook
-from plugin.render_text import STOP_EXPLANATIONS
-from plugin.request import DiagnosisRequest, PreviousTurn
-from plugin.result import ExecutionResult, Outcome
+from plugin.harness.context import new_run_id
+from plugin.harness.hooks import StepHook
+from plugin.harness.run import Harness
 from plugin.settings import Settings
 from plugin.slack.evidence import (
     EvidenceCollector,
@@ -60,7 +61,6 @@ from plugin.slack.render import (
 )
 from plugin.slack.state import Lease, SharedState, ThreadLeases
 from plugin.slack.turns import answered_in_thread, turn_metadata
-from plugin.usecase import Harness
 
 __all__ = [
     "DEFAULT_LOCK_TTL_SECONDS",

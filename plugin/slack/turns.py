@@ -33,9 +33,9 @@ from typing import Any
 from pydantic import ValidationError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.draft import DiagnosisDraft
-from plugin.request import InputLimits, PreviousTurn, format_asked_at, parse_asked_at
-from plugin.result import ExecutionResult
+from plugin.contract.draft import DiagnosisDraft
+from plugin.contract.request import InputLimits, PreviousTurn, format_asked_at, parse_asked_at
+from plugin.contract.result import ExecutionResult
 from plugin.settings import Settings
 from plugin.slack.gate import slack_ts
 

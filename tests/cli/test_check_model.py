@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from plugin.agent import tool_definitions
+from plugin.commands.model_probe import MAX_PROBE_SECONDS, probe_seconds, progress_every
 from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
-from plugin.llm import DiagnosisLLM, draft_response_format
-from plugin.model_probe import MAX_PROBE_SECONDS, probe_seconds, progress_every
+from plugin.harness.agent import tool_definitions
+from plugin.harness.model import DiagnosisLLM, draft_response_format
 from tests.cli.capability_model import (
     REPO,
     CapabilityModelServer,

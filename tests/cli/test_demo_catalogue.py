@@ -17,10 +17,10 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from plugin.demo import replay_demo
-from plugin.prompts import prompt_set
+from plugin.commands.demo import replay_demo
+from plugin.contract.prompts import prompt_set
+from plugin.contract.result import Outcome
 from plugin.resources import BUNDLED_CASSETTES
-from plugin.result import Outcome
 
 ZH = prompt_set("zh")
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from plugin.logging_setup import bind_run_id, build_handler
+from plugin.log import bind_run_id, build_handler
 from tests.cli.test_cli import base_env, run_cli, single_json
 from tests.conftest import StartServer
 from tests.harness.support import call, draft_json, final_step, tool_step

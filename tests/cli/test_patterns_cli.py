@@ -10,8 +10,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from plugin.tools.log_summary import PATTERN_CHARS, Grid, Tally
 from tests.cli.test_cli import REPO
-from tools.log_summary import PATTERN_CHARS, Grid, Tally
 
 LINES = [
     "db pool exhausted: timed out after 3000ms waiting for connection",

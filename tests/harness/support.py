@@ -9,10 +9,10 @@ from typing import Any
 
 from plugin.audit import JsonlAuditSink
 from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer, ToolCallSpec
+from plugin.harness.run import Harness
 from plugin.settings import Settings
-from plugin.usecase import Harness
-from tools.base import AdapterCall, AdapterResult, Ready, ToolName
-from tools.schemas import KnowledgeItem, LogItem, MysqlRow
+from plugin.tools.base import AdapterCall, AdapterResult, Ready, ToolName
+from plugin.tools.schemas import KnowledgeItem, LogItem, MysqlRow
 
 
 class ScriptedAdapter:

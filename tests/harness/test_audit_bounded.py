@@ -26,10 +26,12 @@ from typing import Any
 import pytest
 
 from plugin.audit import AuditSink, AuditWriter, JsonlAuditSink, MysqlAuditSink
-from plugin.request import DiagnosisRequest
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import Outcome
+from plugin.harness.run import Harness
 from plugin.resources import BUNDLED_LOGS
-from plugin.result import Outcome
-from plugin.usecase import Harness
+from plugin.tools.base import EvidenceAdapter, ToolName
+from plugin.tools.logs import LogsAdapter, build_log_source
 from tests.audit_support import (
     audit_database,
     audit_file_names,
@@ -50,8 +52,6 @@ from tests.harness.support import (
 )
 from tests.reliability.support import ConversationModelServer
 from tests.reliability.support import settings as reliability_settings
-from tools.base import EvidenceAdapter, ToolName
-from tools.logs import LogsAdapter, build_log_source
 
 TIMEOUT = 3.0  # DIAG_AUDIT_TIMEOUT_SECONDS in these tests
 ANSWER_BOUND = 1.5  # a run with one scripted model round, whatever the sink does

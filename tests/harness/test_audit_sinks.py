@@ -22,10 +22,10 @@ from plugin.audit import (
 )
 from plugin.audit.jsonl import append_line
 from plugin.audit.record import feedback_record
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import Outcome
 from plugin.errors import ConfigError
-from plugin.request import DiagnosisRequest
-from plugin.result import Outcome
-from plugin.usecase import Harness
+from plugin.harness.run import Harness
 from tests.audit_support import audit_database, audit_file_names, audit_rows, drop_audit_table
 from tests.conftest import StartServer
 from tests.harness.support import (

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import Outcome
 from plugin.doubles.scripted_model import ModelStep
 from plugin.errors import StopReason
-from plugin.request import DiagnosisRequest
-from plugin.result import Outcome
+from plugin.tools.base import Ready, ToolName
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,
@@ -24,7 +25,6 @@ from tests.harness.support import (
     tool_messages,
     tool_step,
 )
-from tools.base import Ready, ToolName
 
 QUERY = DiagnosisRequest("payment-api 5xx since 10:05 UTC")
 KB = {"query": "连接池", "top_k": 1}

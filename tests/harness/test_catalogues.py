@@ -19,13 +19,15 @@ import pytest
 from aiohttp import web
 
 from plugin.audit import JsonlAuditSink
-from plugin.catalog import MAX_RUNBOOKS, MAX_SERVICES, MAX_TABLES_BYTES, render_catalogue
+from plugin.contract.prompts import prompt_set
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import Outcome
 from plugin.doubles.scripted_model import ModelStep
-from plugin.prompts import prompt_set
-from plugin.request import DiagnosisRequest
+from plugin.harness.catalog import MAX_RUNBOOKS, MAX_SERVICES, MAX_TABLES_BYTES, render_catalogue
+from plugin.harness.run import Harness
 from plugin.resources import BUNDLED_KNOWLEDGE
-from plugin.result import Outcome
-from plugin.usecase import Harness
+from plugin.tools.base import ToolName
+from plugin.tools.mysql import ColumnInfo, TableColumns
 from plugin.wiring import build_adapters
 from tests.conftest import StartServer
 from tests.harness.support import (
@@ -38,8 +40,6 @@ from tests.harness.support import (
     tool_messages,
     tool_step,
 )
-from tools.base import ToolName
-from tools.mysql import ColumnInfo, TableColumns
 
 ASKED_AT = datetime(2026, 11, 28, 10, 20, tzinfo=UTC)
 NO_CONCLUSION = draft_json(conclusion=False)

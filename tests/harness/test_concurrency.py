@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from plugin.context import RunContext
-from plugin.hooks import StepHook
-from plugin.ledger import Invocation
-from plugin.request import DiagnosisRequest
-from plugin.result import ExecutionResult, Outcome
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import ExecutionResult, Outcome
+from plugin.harness.context import RunContext
+from plugin.harness.hooks import StepHook
+from plugin.harness.ledger import Invocation
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,

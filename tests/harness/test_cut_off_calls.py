@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import Check, ExecutionResult, Outcome
 from plugin.errors import StopReason
-from plugin.hooks import StepHook
-from plugin.request import DiagnosisRequest
-from plugin.result import Check, ExecutionResult, Outcome
+from plugin.harness.hooks import StepHook
+from plugin.tools.base import AdapterCall, AdapterResult, Ready, ToolName
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,
@@ -29,7 +30,6 @@ from tests.harness.support import (
     harness,
     tool_step,
 )
-from tools.base import AdapterCall, AdapterResult, Ready, ToolName
 
 QUERY = DiagnosisRequest("payment-api 5xx since 10:05 UTC")
 SQL = {"sql": "SELECT status, COUNT(*) FROM orders GROUP BY status", "purpose": "失败订单"}

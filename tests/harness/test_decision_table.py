@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from plugin.budget import Budgets
-from plugin.context import RunContext
-from plugin.envelope import Evaluation
+from plugin.contract.envelope import Evaluation
 from plugin.errors import StopReason
-from plugin.hooks import HookSet
-from plugin.interceptor import Execute, Respond, Stop, ToolInterceptor
+from plugin.harness.budget import Budgets
+from plugin.harness.context import RunContext
+from plugin.harness.hooks import HookSet
+from plugin.harness.interceptor import Execute, Respond, Stop, ToolInterceptor
 from tests.harness.support import LOGS_INPUT, adapters
 
 BUDGETS = Budgets(

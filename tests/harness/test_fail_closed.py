@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
+from plugin.contract.envelope import MAX_JSON_DEPTH, json_too_deep
+from plugin.contract.prompts import prompt_set
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import FailureCode, Outcome
 from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
-from plugin.envelope import MAX_JSON_DEPTH, json_too_deep
 from plugin.errors import StopReason
-from plugin.prompts import prompt_set
-from plugin.request import DiagnosisRequest
-from plugin.result import FailureCode, Outcome
+from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,
@@ -32,7 +33,6 @@ from tests.harness.support import (
     tool_messages,
     tool_step,
 )
-from tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
 
 QUERY = DiagnosisRequest("payment-api 5xx since 10:05 UTC 2026-11-28")
 KB = {"query": "连接池耗尽", "top_k": 2}

@@ -22,10 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from plugin.draft import draft_json_schema
-from plugin.prompts import BUNDLED_LANGUAGES, SCHEMA_SLOT, load_prompt
-from plugin.request import DiagnosisRequest
-from plugin.result import Outcome
+from plugin.contract.draft import draft_json_schema
+from plugin.contract.prompts import BUNDLED_LANGUAGES, SCHEMA_SLOT, load_prompt
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import Outcome
+from plugin.tools.base import Ready, ToolName
+from plugin.tools.schemas import KnowledgeItem
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,
@@ -40,8 +42,6 @@ from tests.harness.support import (
     tool_messages,
     tool_step,
 )
-from tools.base import Ready, ToolName
-from tools.schemas import KnowledgeItem
 
 QUERY = DiagnosisRequest("payment-api 5xx since 10:05 UTC")
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from plugin.errors import InputRejected, InputRejection
-from plugin.prompts import system_prompt
-from plugin.request import (
+from plugin.contract.prompts import system_prompt
+from plugin.contract.request import (
     DiagnosisRequest,
     InputLimits,
     PreviousTurn,
@@ -19,6 +18,7 @@ from plugin.request import (
     parse_previous_turn,
     slack_ts_moment,
 )
+from plugin.errors import InputRejected, InputRejection
 from tests.conftest import StartServer
 from tests.harness.support import harness
 

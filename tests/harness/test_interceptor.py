@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import Outcome
 from plugin.doubles.scripted_model import ToolCallSpec
 from plugin.errors import StopReason
-from plugin.request import DiagnosisRequest
-from plugin.result import Outcome
+from plugin.tools.base import AdapterCall, Ready, ToolName
+from plugin.tools.schemas import LogItem
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,
@@ -25,8 +27,6 @@ from tests.harness.support import (
     tool_messages,
     tool_step,
 )
-from tools.base import AdapterCall, Ready, ToolName
-from tools.schemas import LogItem
 
 QUERY = DiagnosisRequest("payment-api 5xx since 10:05 UTC")
 KB = {"query": "连接池耗尽", "top_k": 2}

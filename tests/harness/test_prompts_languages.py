@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from plugin.contract.prompts import BUNDLED_LANGUAGES, HINT_CODES, prompt_set
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import Outcome
 from plugin.doubles.scripted_model import ToolCallSpec
-from plugin.prompts import BUNDLED_LANGUAGES, HINT_CODES, prompt_set
-from plugin.request import DiagnosisRequest
-from plugin.result import Outcome
+from plugin.harness.run import Harness
 from plugin.settings import Settings, describe_invalid_settings
-from plugin.usecase import Harness
 from tests.cli.test_cli import run_cli, single_json
 from tests.conftest import StartServer
 from tests.harness.support import (
@@ -87,7 +87,11 @@ def test_both_prompts_carry_the_same_rules() -> None:
 
 
 def test_no_hint_or_description_text_left_in_code() -> None:
-    for path in ("plugin/agent.py", "plugin/observations.py", "plugin/interceptor.py"):
+    for path in (
+        "plugin/harness/agent.py",
+        "plugin/contract/observations.py",
+        "plugin/harness/interceptor.py",
+    ):
         source = (REPO / path).read_text(encoding="utf-8")
         for language in BUNDLED_LANGUAGES:
             prompts = prompt_set(language)

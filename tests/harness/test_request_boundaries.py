@@ -1,5 +1,6 @@
 """The input rules at their exact boundaries, in UTF-8 bytes (written from the cosmic-ray
-survivors of ``plugin/request.py``): a previous turn or a whole message of exactly its limit is
+survivors of ``plugin/contract/request.py``): a previous turn or a whole message of exactly its
+limit is
 accepted and one byte more is refused; CJK text is counted and sent as UTF-8, never as ``\\u``
 escapes (which would triple its size); the frozen turn is immutable; the turn budget leaves
 room for a full-size follow-up query next to it."""
@@ -12,14 +13,14 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from plugin.errors import InputRejected, InputRejection
-from plugin.request import (
+from plugin.contract.request import (
     ENVELOPE_BYTES,
     DiagnosisRequest,
     InputLimits,
     PreviousTurn,
     model_input,
 )
+from plugin.errors import InputRejected, InputRejection
 
 ASKED = datetime(2026, 11, 28, 10, 30, tzinfo=UTC)
 BIG = 1 << 20

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from plugin.contract.request import DiagnosisRequest
 from plugin.errors import StopReason
-from plugin.request import DiagnosisRequest
+from plugin.tools.base import ToolName
+from plugin.tools.logs import JsonlLogSource, LogsAdapter
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, adapters, call, harness, tool_step
 from tests.tools.test_logs_stop import HOUR_FILE, _endless_hour, _wait_until
-from tools.base import ToolName
-from tools.logs import JsonlLogSource, LogsAdapter
 
 
 async def test_the_run_deadline_stops_the_scan_thread(

@@ -43,10 +43,11 @@ from pathlib import Path
 
 import pytest
 
+from plugin.contract.request import DiagnosisRequest, PreviousTurn
+from plugin.contract.result import FailureCode, Outcome
 from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
 from plugin.errors import InputRejected, InputRejection, StopReason
-from plugin.request import DiagnosisRequest, PreviousTurn
-from plugin.result import FailureCode, Outcome
+from plugin.tools.base import AdapterErrorCode, Failed, Ready, ToolName
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,
@@ -60,7 +61,6 @@ from tests.harness.support import (
     tool_messages,
     tool_step,
 )
-from tools.base import AdapterErrorCode, Failed, Ready, ToolName
 
 QUERY = DiagnosisRequest("payment-api 5xx since 10:05 UTC 2026-11-28, order ord_10231")
 KB = {"query": "payment-api 5xx 排查", "top_k": 2}
@@ -369,9 +369,9 @@ async def test_harness_requires_stop(model_server: StartServer, tmp_path: Path) 
 async def test_internal_audited_execution_completes(
     model_server: StartServer, tmp_path: Path
 ) -> None:
-    from plugin.context import RunContext
-    from plugin.hooks import ModelRound, StepHook
-    from plugin.ledger import Invocation
+    from plugin.harness.context import RunContext
+    from plugin.harness.hooks import ModelRound, StepHook
+    from plugin.harness.ledger import Invocation
 
     seen: list[tuple[str, str, str]] = []
 
@@ -399,7 +399,7 @@ def test_stage_four_is_archived() -> None:
     import subprocess
 
     code = (
-        "import sys, plugin.usecase, plugin.cli;"
+        "import sys, plugin.harness.run, plugin.commands.cli;"
         "print(any(m.startswith('slack_bolt') for m in sys.modules))"
     )
     out = subprocess.run(

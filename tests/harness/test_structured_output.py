@@ -15,12 +15,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from plugin.draft import DiagnosisDraft, draft_strict_schema
-from plugin.envelope import EnvelopeError, parse_envelope
-from plugin.llm import draft_response_format
-from plugin.request import DiagnosisRequest
-from plugin.result import ExecutionResult, Outcome
-from plugin.strict_schema import strict_schema, strict_violations
+from plugin.contract.draft import DiagnosisDraft, draft_strict_schema
+from plugin.contract.envelope import EnvelopeError, parse_envelope
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import ExecutionResult, Outcome
+from plugin.contract.strict_schema import strict_schema, strict_violations
+from plugin.harness.model import draft_response_format
+from plugin.tools.base import ToolName
+from plugin.tools.schemas import KnowledgeInput, LogsInput, MysqlInput
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,
@@ -32,8 +34,6 @@ from tests.harness.support import (
     tool_messages,
     tool_step,
 )
-from tools.base import ToolName
-from tools.schemas import KnowledgeInput, LogsInput, MysqlInput
 
 QUERY = DiagnosisRequest("payment-api 5xx since 10:05 UTC 2026-11-28")
 JSON_SCHEMA = "json_schema"
@@ -185,7 +185,7 @@ def test_an_unknown_structured_output_mode_is_an_invalid_setting(tmp_path: Path)
 
 
 def test_every_schema_sent_under_json_schema_is_inside_the_strict_subset() -> None:
-    from plugin.agent import tool_definitions
+    from plugin.harness.agent import tool_definitions
 
     assert strict_violations(draft_response_format()["json_schema"]["schema"]) == []
     for tool in tool_definitions(strict=True):
@@ -210,7 +210,7 @@ def test_the_strict_draft_schema_admits_every_draft_shape() -> None:
 
 
 def _strict_parameters(tool: str) -> dict[str, Any]:
-    from plugin.agent import tool_definitions
+    from plugin.harness.agent import tool_definitions
 
     for definition in tool_definitions(strict=True):
         if definition.metadata.name == tool:

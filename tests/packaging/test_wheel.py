@@ -173,10 +173,12 @@ def _installed_path(installed: Installed, cwd: Path, expression: str) -> Path:
 
 def test_the_wheel_carries_every_module_and_the_data(installed: Installed) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
-    for package in ("plugin", "tools"):
-        for module in (REPO / package).rglob("*.py"):
-            rel = module.relative_to(REPO).as_posix()
-            assert rel in names or "__pycache__" in rel, f"{rel} is not in the wheel"
+    for module in (REPO / "plugin").rglob("*.py"):
+        rel = module.relative_to(REPO).as_posix()
+        assert rel in names or "__pycache__" in rel, f"{rel} is not in the wheel"
+    for module in (REPO / "tools").rglob("*.py"):
+        rel = "plugin/tools/" + module.relative_to(REPO / "tools").as_posix()
+        assert rel in names or "__pycache__" in rel, f"{rel} is not in the wheel"
     prompts = {p.name for p in (REPO / "prompts").glob("*.md")}
     assert {f"plugin/resources/prompts/{p}" for p in prompts} <= names
     incident = REPO / "examples" / "incident"
@@ -186,6 +188,45 @@ def test_the_wheel_carries_every_module_and_the_data(installed: Installed) -> No
     assert "plugin/resources/incident/mysql/seed.py" in names
     assert "plugin/resources/manifest.yaml" in names
     print(f"\nwheel built and installed in {installed.build_seconds:.1f} s")
+
+
+def test_the_wheel_installs_one_top_level_package(installed: Installed) -> None:
+    """CONTRACTS §1: exactly one import package, ``plugin``; nothing named ``tools`` lands in
+    site-packages (a host app's own ``tools`` package must keep working beside ours)."""
+    names = zipfile.ZipFile(installed.wheel).namelist()
+    top = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
+    assert top == {"plugin"}
+    site = next(installed.venv.glob("lib/python*/site-packages"))
+    assert not (site / "tools").exists()
+    info = next(site.glob("sre_diag-*.dist-info"))
+    if (info / "top_level.txt").exists():
+        assert (info / "top_level.txt").read_text().split() == ["plugin"]
+
+
+async def test_the_demo_runs_beside_a_host_with_its_own_tools(
+    installed: Installed, empty_dir: Path
+) -> None:
+    """A host Bolt app whose folder holds its own ``tools`` package (first on ``sys.path``):
+    ``python -m plugin demo`` and ``from plugin import register`` still use our adapters."""
+    host = empty_dir / "host"
+    (host / "tools").mkdir(parents=True)
+    (host / "tools" / "__init__.py").write_text("HOST = True\n")
+    (host / "tools" / "base.py").write_text("raise ImportError('the host tools were imported')\n")
+    (host / "tools" / "logs.py").write_text("raise ImportError('the host tools were imported')\n")
+    code = (
+        "import tools; from plugin import register; import plugin.tools.logs as ours; "
+        "print(tools.HOST, ours.__name__, register.__module__)"
+    )
+    out = _run([str(installed.python), "-c", code], host, _clean_env(installed.venv))
+    assert out.split() == ["True", "plugin.tools.logs", "plugin.slack"]
+    process = await asyncio.create_subprocess_exec(
+        str(installed.python), "-m", "plugin", "demo",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=_clean_env(installed.venv), cwd=host,
+    )  # fmt: skip
+    out_b, err_b = await asyncio.wait_for(process.communicate(), timeout=RUN_TIMEOUT)
+    assert process.returncode == 0, err_b.decode()[-2000:]
+    assert json.loads(out_b.decode().strip().splitlines()[-1])["outcome"] == "DRAFT"
 
 
 def test_the_sdist_carries_prompts_incident_and_manifest(installed: Installed) -> None:

@@ -19,14 +19,14 @@ from typing import Any, Self
 from aiohttp import web
 
 from plugin.audit import JsonlAuditSink
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import ExecutionResult, Outcome
 from plugin.doubles.loopback import serve_loopback
 from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer, completion_body
-from plugin.request import DiagnosisRequest
-from plugin.result import ExecutionResult, Outcome
+from plugin.harness.run import Harness
 from plugin.settings import Settings
-from plugin.usecase import Harness
+from plugin.tools.base import EvidenceAdapter, ToolName
 from tests.harness.support import draft_json, final_step
-from tools.base import EvidenceAdapter, ToolName
 
 QUERY = DiagnosisRequest("payment-api 5xx since 10:05 UTC 2026-11-28, order ord_10231")
 HEALTHY_QUERY = DiagnosisRequest("healthy follow-up: checkout latency since 11:00 UTC")

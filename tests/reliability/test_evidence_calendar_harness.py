@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from plugin.result import Outcome
+from plugin.contract.result import Outcome
+from plugin.tools.base import ToolName
+from plugin.tools.logs import JsonlLogSource, LogsAdapter
 from tests.conftest import StartServer
 from tests.harness.support import call, draft_json, final_step, tool_step
 from tests.reliability.support import (
@@ -27,8 +29,6 @@ from tests.reliability.support import (
     healthy_step,
     observations,
 )
-from tools.base import ToolName
-from tools.logs import JsonlLogSource, LogsAdapter
 
 EDGES = [
     ("0001-01-01T00:10+01:00", "0001-01-01T00:40+01:00"),

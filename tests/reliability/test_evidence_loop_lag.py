@@ -17,10 +17,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tools.base import AdapterCall, Ready
-from tools.knowledge import KnowledgeAdapter
-from tools.logs import JsonlLogSource, LogsAdapter
-from tools.schemas import KnowledgeInput, LogLevel, LogsInput
+from plugin.tools.base import AdapterCall, Ready
+from plugin.tools.knowledge import KnowledgeAdapter
+from plugin.tools.logs import JsonlLogSource, LogsAdapter
+from plugin.tools.schemas import KnowledgeInput, LogLevel, LogsInput
 
 KB = 1024
 UNITS = ["a.", "a-", "eyJ-", "key-", "a.password=", 'password="x ', "://a:", "# ", "Bearer "]

@@ -19,12 +19,15 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from plugin.context import RunContext
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import FailureCode, Outcome
 from plugin.doubles.scripted_model import ModelStep
-from plugin.hooks import StepHook
-from plugin.ledger import Invocation
-from plugin.request import DiagnosisRequest
-from plugin.result import FailureCode, Outcome
+from plugin.harness.context import RunContext
+from plugin.harness.hooks import StepHook
+from plugin.harness.ledger import Invocation
+from plugin.tools.base import ToolName
+from plugin.tools.logs import LogsAdapter, LokiLogSource
+from plugin.tools.mysql import MysqlAdapter
 from plugin.wiring import build_adapters
 from tests.conftest import StartServer
 from tests.harness.support import adapters, call, draft_json, final_step, tool_step
@@ -40,9 +43,6 @@ from tests.reliability.support import (
     observations,
     settings,
 )
-from tools.base import ToolName
-from tools.logs import LogsAdapter, LokiLogSource
-from tools.mysql import MysqlAdapter
 
 SLOW_SQL = (
     "SELECT COUNT(*) FROM orders a, orders b, orders c, payments d "

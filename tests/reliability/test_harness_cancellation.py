@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from plugin.context import RunContext
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import ExecutionResult, Outcome
 from plugin.doubles.scripted_model import ModelStep
 from plugin.errors import StopReason
-from plugin.hooks import ModelRound, StepHook
-from plugin.request import DiagnosisRequest
-from plugin.result import ExecutionResult, Outcome
+from plugin.harness.context import RunContext
+from plugin.harness.hooks import ModelRound, StepHook
+from plugin.tools.base import AdapterCall, Ready, ToolName
 from tests.harness.support import LOGS_INPUT, ScriptedAdapter, adapters, call, tool_step
 from tests.reliability.support import ConversationModelServer, audit_records, build
-from tools.base import AdapterCall, Ready, ToolName
 
 STAGES = ["before", "tool", "after-round", "in-request", "random"]
 

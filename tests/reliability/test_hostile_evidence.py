@@ -15,7 +15,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from plugin.result import Outcome
+from plugin.contract.result import Outcome
+from plugin.tools.base import AdapterCall, Ready, ToolName
+from plugin.tools.knowledge import KnowledgeAdapter, iter_sections
+from plugin.tools.logs import JsonlLogSource, LogsAdapter
+from plugin.tools.mysql import MysqlAdapter
+from plugin.tools.schemas import KnowledgeInput, LogItem, LogsInput
 from tests.conftest import StartServer
 from tests.harness.support import call, draft_json, final_step, tool_step
 from tests.reliability.evidence import (
@@ -36,11 +41,6 @@ from tests.reliability.support import (
     build,
     healthy_step,
 )
-from tools.base import AdapterCall, Ready, ToolName
-from tools.knowledge import KnowledgeAdapter, iter_sections
-from tools.logs import JsonlLogSource, LogsAdapter
-from tools.mysql import MysqlAdapter
-from tools.schemas import KnowledgeInput, LogItem, LogsInput
 
 MAX_OBSERVATION = 2048
 ITEM_KEYS = {

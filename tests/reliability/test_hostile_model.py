@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
+from plugin.contract.result import FailureCode, Outcome
 from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
 from plugin.errors import StopReason
-from plugin.result import FailureCode, Outcome
+from plugin.tools.base import AdapterErrorCode, Failed, ToolName
 from tests.conftest import StartServer
 from tests.harness.support import (
     ScriptedAdapter,
@@ -40,7 +41,6 @@ from tests.reliability.support import (
     healthy_step,
     observations,
 )
-from tools.base import AdapterErrorCode, Failed, ToolName
 
 LOGS = {"service": "payment-api", **LOGS_WINDOW, "level": "ERROR"}
 LOGS_SAME = {  # canonically equal to LOGS: other offset, other key order

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from plugin.contract.request import DiagnosisRequest
+from plugin.contract.result import ExecutionResult, Outcome
 from plugin.doubles.scripted_model import ModelStep
-from plugin.request import DiagnosisRequest
-from plugin.result import ExecutionResult, Outcome
+from plugin.tools.base import ToolName
 from tests.harness.support import adapters, call, draft_json, final_step, tool_step
 from tests.reliability.support import (
     LOGS_WINDOW,
@@ -26,7 +27,6 @@ from tests.reliability.support import (
     audit_records,
     build,
 )
-from tools.base import ToolName
 
 WARM_UP = 5
 SEQUENTIAL = 500

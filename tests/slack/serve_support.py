@@ -31,13 +31,13 @@ APP_TOKEN = "xapp-test-CANARY-app-token-91"
 
 _WRAPPER = """
 import asyncio, logging, sys
-from plugin.cli import load_settings
-from plugin.ops import stop_on_signals
+from plugin.commands.exits import load_settings
+from plugin.service.ops import stop_on_signals
 logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                     format="%(asctime)s %(levelname)s %(name)s %(message)s")
 async def main() -> int:
     stop = stop_on_signals()
-    from plugin.slack.serve import serve
+    from plugin.service.serve import serve
     return await serve(load_settings(), http=sys.argv[2] == "http", port=int(sys.argv[3]),
                        stop=stop, connect_timeout_seconds=float(sys.argv[1]))
 sys.exit(asyncio.run(main()))

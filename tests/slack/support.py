@@ -27,10 +27,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from plugin.audit import JsonlAuditSink
 from plugin.doubles.recording_slack import RecordingSlackApi
 from plugin.doubles.scripted_model import ScriptedModelServer
+from plugin.harness.run import Harness
 from plugin.slack import PluginHandle, StatusBudget, register
 from plugin.slack.jobs import JobQueue
 from plugin.slack.state import DEFAULT_NAMESPACE
-from plugin.usecase import Harness
 from tests.harness.support import adapters, settings_for
 
 SIGNING_SECRET = "test-signing-secret-CANARY-3c1d"

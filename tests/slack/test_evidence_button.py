@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from plugin.render_text import EvidenceCheck, render_evidence_text
+from plugin.contract.text import EvidenceCheck, render_evidence_text
 from plugin.slack.render import EVIDENCE_ACTION_ID, render_evidence
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, tool_step

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plugin.draft import DiagnosisDraft
-from plugin.render_text import EvidenceCheck, one_line, render_evidence_text, render_text
-from plugin.result import ExecutionResult
+from plugin.contract.draft import DiagnosisDraft
+from plugin.contract.result import ExecutionResult
+from plugin.contract.text import EvidenceCheck, one_line, render_evidence_text, render_text
 from plugin.slack.render import (
     SlackMessage,
     StatusView,

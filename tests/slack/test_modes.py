@@ -17,8 +17,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.audit import JsonlAuditSink
 from plugin.doubles.recording_slack import RecordingSlackApi
+from plugin.harness.run import Harness
 from plugin.slack import register
-from plugin.usecase import Harness
 from tests.conftest import StartServer
 from tests.harness.support import adapters, draft_json, final_step, settings_for
 from tests.slack.support import ADMIN, BOT_TOKEN

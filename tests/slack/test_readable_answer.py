@@ -7,15 +7,15 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from plugin.commands.replay import replay_envelope
+from plugin.contract.text import render_text
 from plugin.doubles.scripted_model import ModelStep
-from plugin.render_text import render_text
 from plugin.slack.render import (
     CANCEL_ACTION_ID,
     EVIDENCE_ACTION_ID,
     FEEDBACK_DOWN_ACTION_ID,
     FEEDBACK_UP_ACTION_ID,
 )
-from plugin.slack.replay import replay_envelope
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,

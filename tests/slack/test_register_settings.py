@@ -12,8 +12,8 @@ import pytest
 from slack_bolt.async_app import AsyncApp
 
 from plugin.errors import ConfigError
+from plugin.service.serve import check_serve_settings
 from plugin.slack import register
-from plugin.slack.serve import check_serve_settings
 from tests.conftest import StartServer
 from tests.harness.support import settings_for
 

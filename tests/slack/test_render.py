@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plugin.draft import DiagnosisDraft
+from plugin.contract.draft import DiagnosisDraft
+from plugin.contract.result import ExecutionResult
+from plugin.contract.text import STOP_EXPLANATIONS
 from plugin.errors import StopReason
-from plugin.render_text import STOP_EXPLANATIONS
-from plugin.result import ExecutionResult
 from plugin.slack.render import (
     CANCEL_ACTION_ID,
     SlackMessage,

@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plugin.draft import DiagnosisDraft, DraftDefect
+from plugin.contract.draft import DiagnosisDraft, DraftDefect
+from plugin.contract.result import ExecutionResult, FailureCode
+from plugin.contract.text import render_text
 from plugin.errors import StopReason
-from plugin.render_text import render_text
-from plugin.result import ExecutionResult, FailureCode
 from plugin.slack.render import (
     SlackMessage,
     StatusView,
@@ -30,8 +30,8 @@ from plugin.slack.render import (
     render_result,
     render_status,
 )
+from plugin.tools.base import ToolName
 from tests.slack.test_render import _assert_limits
-from tools.base import ToolName
 
 # --------------------------------------------------------------------------- hostile text
 

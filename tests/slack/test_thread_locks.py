@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from plugin.commands.replay import replay_envelope
 from plugin.doubles.scripted_model import ModelStep
-from plugin.slack.replay import replay_envelope
 from plugin.slack.runs import BUSY, UNAVAILABLE
 from plugin.slack.state import DEFAULT_NAMESPACE
 from tests.conftest import StartServer

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from slack_sdk.web.async_client import AsyncWebClient
 
+from plugin.contract.draft import DiagnosisDraft
+from plugin.contract.prompts import system_prompt
+from plugin.contract.request import DiagnosisRequest, InputLimits, PreviousTurn, model_input
+from plugin.contract.result import ExecutionResult
 from plugin.doubles.recording_slack import BOT_ID, RecordingSlackApi
-from plugin.draft import DiagnosisDraft
-from plugin.prompts import system_prompt
-from plugin.request import DiagnosisRequest, InputLimits, PreviousTurn, model_input
-from plugin.result import ExecutionResult
 from plugin.slack.turns import (
     DEFAULT_LIMITS,
     METADATA_MAX_BYTES,

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from slack_bolt.authorization import AuthorizeResult
 
+from plugin.commands.replay import ReplayError, replay_envelope
 from plugin.doubles.recording_slack import BOT_ID, BOT_USER_ID
-from plugin.slack.replay import ReplayError, replay_envelope
 from tests.conftest import StartServer
 from tests.harness.support import draft_json, final_step, settings_for
 from tests.slack.support import ABSENT, ADMIN, BOT_TOKEN, Authorize, SlackRig, slack_rig

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from plugin.catalog import MAX_SERVICES, render_catalogue
-from plugin.prompts import prompt_set
+from plugin.contract.prompts import prompt_set
+from plugin.harness.catalog import MAX_SERVICES, render_catalogue
+from plugin.tools.base import ToolName
+from plugin.tools.logs import JsonlLogSource, LogsAdapter, LokiLogSource
+from plugin.tools.mysql import ColumnInfo, TableColumns
+from plugin.tools.schemas import SERVICE_NAME, LogsInput
 from tests.tools.fake_loki import FakeLoki, json_reply, start_fake_loki
-from tools.base import ToolName
-from tools.logs import JsonlLogSource, LogsAdapter, LokiLogSource
-from tools.mysql import ColumnInfo, TableColumns
-from tools.schemas import SERVICE_NAME, LogsInput
 
 DESCRIPTION_BYTES = 8 * 1024
 REAL = ["checkout-web", "order-service", "payment-api"]

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.base import AdapterCall, Ready
-from tools.knowledge import KnowledgeAdapter, iter_sections
-from tools.schemas import KnowledgeInput, KnowledgeItem
+from plugin.tools.base import AdapterCall, Ready
+from plugin.tools.knowledge import KnowledgeAdapter, iter_sections
+from plugin.tools.schemas import KnowledgeInput, KnowledgeItem
 
 OUTSIDE = "zebrafish outside canary 7741"
 

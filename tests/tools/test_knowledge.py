@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from plugin.resources import BUNDLED_KNOWLEDGE
-from tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
-from tools.knowledge import (
+from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
+from plugin.tools.knowledge import (
     SNIPPET_CHARS,
     KnowledgeAdapter,
     KnowledgeStore,
@@ -20,7 +20,7 @@ from tools.knowledge import (
     iter_sections,
     jieba_tokens,
 )
-from tools.schemas import KnowledgeInput, KnowledgeItem
+from plugin.tools.schemas import KnowledgeInput, KnowledgeItem
 
 PAY, DB, PSP = "payment-api.zh.md", "db-connection-pool.en.md", "third-party-psp-timeout.zh.md"
 ORDER, ROLLBACK, REDIS = "order-service.en.md", "deploy-rollback.zh.md", "redis-latency.en.md"

@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 
 from plugin.resources import BUNDLED_LOGS
-from tests.tools.fake_loki import FakeLoki, Reply, json_reply, start_fake_loki, text_reply
-from tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
-from tools.logs import (
+from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
+from plugin.tools.logs import (
     MAX_LINE_BYTES,
     MESSAGE_CHARS,
     TRUNCATION_MARK,
@@ -31,7 +30,8 @@ from tools.logs import (
     build_logql,
     logql_string,
 )
-from tools.schemas import LogItem, LogLevel, LogsInput
+from plugin.tools.schemas import LogItem, LogLevel, LogsInput
+from tests.tools.fake_loki import FakeLoki, Reply, json_reply, start_fake_loki, text_reply
 
 DAY = datetime(2026, 11, 28, tzinfo=UTC)
 

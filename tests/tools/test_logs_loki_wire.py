@@ -14,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
+from plugin.tools.logs import LogsAdapter, LogSourceError, LokiLogSource
+from plugin.tools.schemas import LogsInput
 from tests.tools.fake_loki import ONE_PIECE, FakeLoki, Reply, Wire, json_reply, start_fake_loki
 from tests.tools.test_logs import _line, _loki_body, _matrix_body
-from tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
-from tools.logs import LogsAdapter, LogSourceError, LokiLogSource
-from tools.schemas import LogsInput
 
 START = datetime(2026, 11, 28, 10, tzinfo=UTC)
 END = START + timedelta(hours=1)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from plugin.tools.base import AdapterCall, Ready
+from plugin.tools.logs import JsonlLogSource, LogsAdapter
+from plugin.tools.schemas import LogItem, LogSummary
 from tests.tools.test_logs import _at, _input, _line, _write
-from tools.base import AdapterCall, Ready
-from tools.logs import JsonlLogSource, LogsAdapter
-from tools.schemas import LogItem, LogSummary
 
 HOUR = "svc/2026-11-28/10.jsonl"
 OTHER_HOUR = "svc/2026-11-28/11.jsonl"

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
+from plugin.tools.log_summary import Grid, Tally
+from plugin.tools.logs import CHUNK_BYTES, JsonlLogSource, LogsAdapter
+from plugin.tools.schemas import LogSummary
+from plugin.tools.threads import OutOfTime, Stop, Stopped, in_thread
 from tests.tools.test_logs import _at, _input, _line, _write
-from tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
-from tools.log_summary import Grid, Tally
-from tools.logs import CHUNK_BYTES, JsonlLogSource, LogsAdapter
-from tools.schemas import LogSummary
-from tools.threads import OutOfTime, Stop, Stopped, in_thread
 
 HOUR_FILE = "payment-api/2026-11-28/10.jsonl"
 

@@ -14,7 +14,25 @@ from pathlib import Path
 
 import pytest
 
-from plugin.observations import ready_observation
+from plugin.contract.observations import ready_observation
+from plugin.tools.base import AdapterCall, Ready
+from plugin.tools.log_summary import (
+    MAX_KEYS,
+    PATTERN_BYTES,
+    PATTERN_CHARS,
+    Grid,
+    Tally,
+    mask_message,
+    pattern_of,
+)
+from plugin.tools.logs import (
+    JsonlLogSource,
+    LogsAdapter,
+    LokiLogSource,
+    build_count_logql,
+    build_logql,
+)
+from plugin.tools.schemas import LogItem, LogLevel, LogsInput, LogSummary
 from tests.tools.fake_loki import FakeLoki, Reply, json_reply
 from tests.tools.test_logs import (
     _line,
@@ -24,18 +42,6 @@ from tests.tools.test_logs import (
     _write,
     loki,  # noqa: F401  (the fake Loki fixture)
 )
-from tools.base import AdapterCall, Ready
-from tools.log_summary import (
-    MAX_KEYS,
-    PATTERN_BYTES,
-    PATTERN_CHARS,
-    Grid,
-    Tally,
-    mask_message,
-    pattern_of,
-)
-from tools.logs import JsonlLogSource, LogsAdapter, LokiLogSource, build_count_logql, build_logql
-from tools.schemas import LogItem, LogLevel, LogsInput, LogSummary
 
 DAY = datetime(2026, 11, 28, tzinfo=UTC)
 POOL = "db pool exhausted: timed out after {ms}ms waiting for connection"
@@ -420,8 +426,8 @@ async def test_loki_service_label_and_logfmt_lines(loki: FakeLoki) -> None:  # n
 
 def test_loki_settings_reach_the_source() -> None:
     from plugin.settings import Settings
+    from plugin.tools.base import ToolName
     from plugin.wiring import build_adapters
-    from tools.base import ToolName
 
     settings = Settings(
         _env_file=None,  # type: ignore[call-arg]

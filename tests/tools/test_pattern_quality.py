@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tools.log_summary import (
+from plugin.tools.log_summary import (
     _MASKS,
     PATTERN_CHARS,
     Grid,

@@ -15,15 +15,15 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from tests.tools.sql_corpus import INCIDENT_SCHEMA
-from tools.sql_guard import (
+from plugin.tools.sql_guard import (
     MAX_SQL_CHARS,
     Prepared,
     RefusalReason,
     Refused,
     prepare_sql,
 )
-from tools.sql_lexer import LexKind, LexRefusal, scan_raw, scan_rendered
+from plugin.tools.sql_lexer import LexKind, LexRefusal, scan_raw, scan_rendered
+from tests.tools.sql_corpus import INCIDENT_SCHEMA
 
 DATABASE = "diag_test"
 TABLES = frozenset({"orders", "payments", "deployments", "db_pool_metrics", "api_credentials"})

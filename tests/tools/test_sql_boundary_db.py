@@ -19,11 +19,11 @@ from pathlib import Path
 import pymysql
 import pytest
 
+from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready
+from plugin.tools.mysql import MysqlAdapter, parse_dsn
+from plugin.tools.schemas import MysqlInput
 from tests.mysql_db import TEST_DATABASE, admin_dsn_for
 from tests.tools.test_mysql_adapter import _checksums
-from tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready
-from tools.mysql import MysqlAdapter, parse_dsn
-from tools.schemas import MysqlInput
 
 OTHER_DATABASE = "diag_test_other"
 RW_USER, RW_PASSWORD = "diag_test_rw", "diag-test-rw-Pw1"

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
-from tests.tools.sql_corpus import BENIGN, HOSTILE, INCIDENT_SCHEMA
-from tools.sql_guard import (
+from plugin.tools.sql_guard import (
     Allowed,
     GuardDecision,
     Prepared,
@@ -17,6 +16,7 @@ from tools.sql_guard import (
     limit_rows,
     prepare_sql,
 )
+from tests.tools.sql_corpus import BENIGN, HOSTILE, INCIDENT_SCHEMA
 
 DATABASE = "diag_test"
 TABLES = frozenset({"orders", "payments", "deployments", "db_pool_metrics"})

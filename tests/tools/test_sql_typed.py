@@ -7,12 +7,12 @@ import time
 
 import pytest
 
+from plugin.tools.redact import is_secret_name
+from plugin.tools.schemas import MysqlInput
+from plugin.tools.sql_bounds import CAP_CHARS, ColumnShape, Schema, ValueKind, column_shape
+from plugin.tools.sql_canonical import canonical_sql
+from plugin.tools.sql_guard import Prepared, RefusalReason, Refused, check_sql, prepare_sql
 from tests.tools.sql_corpus import INCIDENT_SCHEMA
-from tools.redact import is_secret_name
-from tools.schemas import MysqlInput
-from tools.sql_bounds import CAP_CHARS, ColumnShape, Schema, ValueKind, column_shape
-from tools.sql_canonical import canonical_sql
-from tools.sql_guard import Prepared, RefusalReason, Refused, check_sql, prepare_sql
 
 DATABASE = "diag_test"
 TABLES = frozenset(INCIDENT_SCHEMA)

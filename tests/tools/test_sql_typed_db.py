@@ -20,10 +20,10 @@ from collections.abc import AsyncIterator, Iterator
 import pymysql
 import pytest
 
+from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready
+from plugin.tools.mysql import MysqlAdapter, parse_dsn
+from plugin.tools.schemas import MysqlInput
 from tests.mysql_db import admin_dsn_for
-from tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready
-from tools.mysql import MysqlAdapter, parse_dsn
-from tools.schemas import MysqlInput
 
 SUFFIX = uuid.uuid4().hex[:8]
 DB = f"diag_t21_{SUFFIX}"
@@ -409,7 +409,7 @@ async def test_a_verdict_that_changes_disables_the_adapter_logged_once(
         try:
             _admin_do(f"GRANT UPDATE ON {DB}.* TO PUBLIC")
             await asyncio.sleep(0.3)
-            with caplog.at_level(logging.ERROR, logger="tools.mysql"):
+            with caplog.at_level(logging.ERROR, logger="plugin.tools.mysql"):
                 for _ in range(3):
                     result = await adapter.invoke(_call("SELECT id FROM notes"))
                     assert result == Failed(AdapterErrorCode.NOT_CONFIGURED)
@@ -515,8 +515,8 @@ FUNCTION_SAMPLES = [
 async def test_no_rendered_function_name_resolves_to_a_stored_routine(typed_db: None) -> None:
     import re
 
-    from tools.sql_bounds import column_shape
-    from tools.sql_guard import Prepared, prepare_sql
+    from plugin.tools.sql_bounds import column_shape
+    from plugin.tools.sql_guard import Prepared, prepare_sql
 
     schema = {"orders": (column_shape("id", "int", None), column_shape("status", "varchar", 64),
                          column_shape("api_key", "varchar", 256),
@@ -609,7 +609,7 @@ async def test_rows_of_tens_of_mib_arrive_cut_by_the_guard(typed_db: None) -> No
     the guard's ``LEFT(big, CAP_CHARS)``, so one call stays far below 32 MiB."""
     import tracemalloc
 
-    from tools.sql_bounds import CAP_CHARS
+    from plugin.tools.sql_bounds import CAP_CHARS
 
     with _admin(DB) as connection, connection.cursor() as cur:
         cur.execute("DELETE FROM wide")

@@ -10,7 +10,7 @@ given every few seconds; each finding says how long its request took:
    must come back, naming that tool, whose arguments parse as a JSON object.
 2. ``parallel_tool_calls`` — the same request plus ``parallel_tool_calls: false``: accepted
    unless the endpoint refuses it (any answer but 2xx). Every diagnosis request carries it
-   (``plugin.llm.DiagnosisLLM``), so a refusal makes the model unusable here.
+   (``plugin.harness.model.DiagnosisLLM``), so a refusal makes the model unusable here.
 3. ``json_schema_with_tools`` — the real strict tool definitions (``tool_definitions(True)``, as
    the harness sends them under ``DIAG_STRUCTURED_OUTPUT=json_schema``) with the real Draft
    ``response_format`` (``draft_response_format()``) and ``tool_choice: "none"`` so that the
@@ -208,7 +208,7 @@ def _echo_tool() -> dict[str, Any]:
 def strict_tool_specs() -> list[dict[str, Any]]:
     """The three tool definitions exactly as a ``json_schema`` run sends them (LlamaIndex marks
     each ``strict`` and closes its parameters)."""
-    from plugin.agent import tool_definitions
+    from plugin.harness.agent import tool_definitions
 
     specs: list[dict[str, Any]] = []
     for tool in tool_definitions(True):
@@ -221,7 +221,7 @@ def strict_tool_specs() -> list[dict[str, Any]]:
 
 def probe_bodies(model: str) -> dict[Capability, dict[str, Any]]:
     """The request body of each probe, in the order they are sent."""
-    from plugin.llm import draft_response_format
+    from plugin.harness.model import draft_response_format
 
     tool_call: dict[str, Any] = {
         "model": model,

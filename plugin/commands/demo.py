@@ -15,16 +15,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from plugin.cli import EXIT_FAILED, exit_code, load_settings
+from plugin.commands.exits import EXIT_FAILED, exit_code, load_settings
+from plugin.contract.request import DiagnosisRequest, parse_asked_at
+from plugin.contract.result import ExecutionResult
+from plugin.contract.text import render_text
 from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer, load_cassette
-from plugin.render_text import render_text
-from plugin.request import DiagnosisRequest, parse_asked_at
 from plugin.resources import BUNDLED_CASSETTES, BUNDLED_KNOWLEDGE, BUNDLED_LOGS
-from plugin.result import ExecutionResult
+from plugin.tools.base import AdapterCall, Ready
+from plugin.tools.mysql import MysqlAdapter
+from plugin.tools.schemas import MysqlInput
 from plugin.wiring import build_harness
-from tools.base import AdapterCall, Ready
-from tools.mysql import MysqlAdapter
-from tools.schemas import MysqlInput
 
 __all__ = ["DEMO_DSN", "DemoRun", "replay_demo", "run_demo"]
 

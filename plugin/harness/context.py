@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from plugin.budget import Budgets, Usage
 from plugin.errors import BudgetStop, StopReason
-from plugin.hooks import HookSet, ModelRound
-from plugin.ledger import InvocationLedger
+from plugin.harness.budget import Budgets, Usage
+from plugin.harness.hooks import HookSet, ModelRound
+from plugin.harness.ledger import InvocationLedger
 
 __all__ = ["RunContext", "new_run_id"]
 

@@ -18,19 +18,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pydantic import ValidationError
-
+from plugin.commands.exits import EXIT_FAILED, EXIT_OK, EXIT_REJECTED, exit_code, load_settings
+from plugin.contract.request import (
+    DiagnosisRequest,
+    PreviousTurn,
+    parse_asked_at,
+    parse_previous_turn,
+)
 from plugin.errors import ConfigError, InputRejected, InputRejection
-from plugin.logging_setup import configure_logging
-from plugin.request import DiagnosisRequest, PreviousTurn, parse_asked_at, parse_previous_turn
-from plugin.result import ExecutionResult, Outcome
-from plugin.settings import Settings, describe_invalid_settings
+from plugin.log import configure_logging
 
 __all__ = ["main"]
 
-_log = logging.getLogger("plugin.cli")
+_log = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_FAILED, EXIT_REJECTED = 0, 1, 2
 _USAGE_CHARS = 500
 
 
@@ -42,20 +43,6 @@ def _emit(payload: dict[str, Any]) -> None:
 def _error(code: str, message: str) -> int:
     _emit({"error": {"code": code, "message": message}})
     return EXIT_REJECTED
-
-
-def exit_code(result: ExecutionResult) -> int:
-    return EXIT_FAILED if result.outcome is Outcome.FAILED else EXIT_OK
-
-
-def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment; a bad value is an operator error naming the setting."""
-    try:
-        return Settings(**overrides)
-    except ValidationError as exc:
-        # One message naming every bad setting and what it must be; values of secrets, URLs
-        # and DSNs are never echoed (the ValidationError itself is not chained: it carries them).
-        raise ConfigError(describe_invalid_settings(exc)) from None
 
 
 def _read_previous_turn(path: str | None) -> PreviousTurn | None:
@@ -96,10 +83,10 @@ async def _diagnose(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from plugin.ops import stop_on_signals
+    from plugin.service.ops import stop_on_signals
 
     stop = stop_on_signals()  # before the Slack app is imported: a signal at any moment
-    from plugin.slack.serve import serve
+    from plugin.service.serve import serve
 
     try:
         settings = load_settings()
@@ -111,10 +98,10 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 async def _worker(args: argparse.Namespace) -> int:
-    from plugin.ops import restore_signals, stop_on_signals
+    from plugin.service.ops import restore_signals, stop_on_signals
 
     stop = stop_on_signals()
-    from plugin.slack.worker import run_worker
+    from plugin.service.worker import run_worker
 
     try:
         return await run_worker(load_settings(), stop)
@@ -125,7 +112,7 @@ async def _worker(args: argparse.Namespace) -> int:
 
 
 async def _replay(args: argparse.Namespace) -> int:
-    from plugin.slack.replay import ReplayError, replay_envelope
+    from plugin.commands.replay import ReplayError, replay_envelope
 
     try:
         output = await replay_envelope(Path(args.file), load_settings())
@@ -146,7 +133,7 @@ def _check_progress(line: str) -> None:
 
 
 async def _check(args: argparse.Namespace) -> int:
-    from plugin.check import exit_status, render_json, render_text, run_checks, warnings
+    from plugin.commands.check import exit_status, render_json, render_text, run_checks, warnings
 
     try:
         settings = load_settings()
@@ -170,7 +157,7 @@ async def _patterns(args: argparse.Namespace) -> int:
 def _print_patterns(file: str | None) -> int:
     # Plain blocking reads: this command runs nothing else on its loop. The input is one
     # window, as the summary sees a query's matches: read whole, then grouped.
-    from tools.log_summary import window_patterns
+    from plugin.tools.log_summary import window_patterns
 
     try:
         source = open(file, "rb") if file is not None else sys.stdin.buffer
@@ -186,13 +173,13 @@ def _print_patterns(file: str | None) -> int:
 
 
 async def _demo(args: argparse.Namespace) -> int:
-    from plugin.demo import run_demo
+    from plugin.commands.demo import run_demo
 
     return await run_demo(show_json=not args.text_only)
 
 
 async def _eval(args: argparse.Namespace) -> int:
-    from plugin.evaluation import EvalUsageError, run_eval
+    from plugin.commands.evaluation import EvalUsageError, run_eval
 
     try:
         return await run_eval(

@@ -18,7 +18,7 @@ from enum import StrEnum
 
 from aiohttp import web
 
-from plugin.metrics import CONTENT_TYPE, Metrics
+from plugin.slack.metrics import CONTENT_TYPE, Metrics
 
 __all__ = [
     "OpsServer",

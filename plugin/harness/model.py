@@ -37,9 +37,9 @@ from llama_index.core.callbacks.schema import CBEventType, EventPayload
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.llms.openai import OpenAI
 
-from plugin.context import RunContext
-from plugin.draft import draft_strict_schema
-from plugin.hooks import ModelRound
+from plugin.contract.draft import draft_strict_schema
+from plugin.harness.context import RunContext
+from plugin.harness.hooks import ModelRound
 
 __all__ = [
     "DRAFT_SCHEMA_NAME",

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from plugin.envelope import Evaluation
+from plugin.contract.envelope import Evaluation
+from plugin.contract.result import Check, ProgressSnapshot
 from plugin.errors import StopReason
-from tools.base import ToolName
+from plugin.tools.base import ToolName
 
 __all__ = ["CANCELLED", "Invocation", "InvocationLedger", "InvocationStatus", "next_streak"]
 
@@ -88,6 +89,10 @@ class InvocationLedger:
     def __iter__(self) -> Iterator[Invocation]:
         return iter(self._invocations)
 
+    def progress(self) -> ProgressSnapshot:
+        """What the run checked, for the Execution Result: taken only from this ledger."""
+        return ProgressSnapshot(checks=tuple(_check(i) for i in self._invocations))
+
     def __len__(self) -> int:
         return len(self._invocations)
 
@@ -132,3 +137,16 @@ class InvocationLedger:
 def next_streak(streak: int, evaluation: Evaluation) -> int:
     """The NO_GAIN streak after one more evaluation."""
     return 0 if evaluation is Evaluation.GAINED else streak + 1
+
+
+def _check(invocation: Invocation) -> Check:
+    """One invocation as the Execution Result shows it (CONTRACTS §6)."""
+    return Check(
+        tool_call_id=invocation.tool_call_id,
+        tool=invocation.tool.value,
+        status=invocation.status.value,
+        item_count=invocation.item_count,
+        evaluation=invocation.evaluation.value if invocation.evaluation is not None else None,
+        scope=invocation.scope,
+        error_code=invocation.code,
+    )

@@ -34,8 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from plugin.context import RunContext
-from plugin.envelope import (
+from plugin.contract.envelope import (
     MAX_TOOL_CALL_ID_CHARS,
     Envelope,
     EnvelopeError,
@@ -43,9 +42,7 @@ from plugin.envelope import (
     PreviousObservation,
     parse_envelope,
 )
-from plugin.errors import CollectionStopped, RunStop, StopReason
-from plugin.ledger import CANCELLED, Invocation, InvocationStatus, next_streak
-from plugin.observations import (
+from plugin.contract.observations import (
     ID_MISSING,
     ID_REUSED,
     ID_TOO_LONG,
@@ -58,8 +55,11 @@ from plugin.observations import (
     stop_required_bound,
     stop_required_observation,
 )
-from plugin.prompts import prompt_set
-from tools.base import (
+from plugin.contract.prompts import prompt_set
+from plugin.errors import CollectionStopped, RunStop, StopReason
+from plugin.harness.context import RunContext
+from plugin.harness.ledger import CANCELLED, Invocation, InvocationStatus, next_streak
+from plugin.tools.base import (
     AdapterCall,
     AdapterErrorCode,
     AdapterResult,
@@ -68,7 +68,7 @@ from tools.base import (
     Ready,
     ToolName,
 )
-from tools.schemas import KnowledgeInput, LogsInput, MysqlInput
+from plugin.tools.schemas import KnowledgeInput, LogsInput, MysqlInput
 
 __all__ = ["INPUT_MODELS", "Consumed", "Decision", "Execute", "Respond", "Stop", "ToolInterceptor"]
 

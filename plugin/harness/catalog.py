@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugin.prompts import ENTRIES_SLOT, PromptSet
-from tools.base import ToolName
-from tools.schemas import SERVICE_NAME
+from plugin.contract.prompts import ENTRIES_SLOT, PromptSet
+from plugin.tools.base import ToolName
+from plugin.tools.schemas import SERVICE_NAME
 
 __all__ = [
     "MAX_RUNBOOKS",

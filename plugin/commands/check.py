@@ -12,7 +12,8 @@ bytes; the MySQL audit probe asks the server to ``EXPLAIN`` the insert (privileg
 nothing written).
 
 With ``--model``, :func:`check_model` probes the model endpoint's capabilities (CONTRACTS §3,
-``plugin.model_probe``: three small requests, each waiting up to ``DIAG_MODEL_TIMEOUT_SECONDS``
+``plugin.commands.model_probe``: three small requests, each waiting up to
+``DIAG_MODEL_TIMEOUT_SECONDS``
 but at most ``MAX_PROBE_SECONDS``), prints one line per capability with how long its request
 took and the settings it recommends; ``--json`` adds a top-level ``model`` object with the same.
 While a probe waits, progress lines go to the ``progress`` callback (the command line: stderr).
@@ -40,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from plugin.catalog import MAX_SERVICES, clean_entry
+from plugin.harness.catalog import MAX_SERVICES, clean_entry
 from plugin.settings import Settings
 
 __all__ = [
@@ -117,7 +118,7 @@ def _hostport(url: str) -> str:
 
 
 def _count_sections(folder: Path) -> tuple[int, int]:
-    from tools.knowledge import iter_sections
+    from plugin.tools.knowledge import iter_sections
 
     sections = list(iter_sections(folder))
     return len({s.path for s in sections}), len(sections)
@@ -299,7 +300,7 @@ def _server_kind(version: str) -> str:
 
 
 async def check_mysql(settings: Settings) -> CheckResult:
-    from tools.mysql import MysqlAdapter, parse_dsn
+    from plugin.tools.mysql import MysqlAdapter, parse_dsn
 
     if settings.mysql_dsn is None:
         return _unset("mysql", "DIAG_MYSQL_DSN unset: query_mysql answers NOT_CONFIGURED")
@@ -398,7 +399,7 @@ def _jsonl_audit(directory: str) -> CheckResult:
 
 
 async def _check_mysql_audit(spec: str) -> CheckResult:
-    from tools.mysql import parse_dsn
+    from plugin.tools.mysql import parse_dsn
 
     dsn = parse_dsn(spec)
     where = f"{dsn.user}@{dsn.host}:{dsn.port}/{dsn.database}"
@@ -521,12 +522,12 @@ async def _app_token(settings: Settings) -> str:
     return "accepted"
 
 
-# --- model: capability probes (CONTRACTS §3; plugin.model_probe) ------------------------------
+# --- model: capability probes (CONTRACTS §3; plugin.commands.model_probe) -------------------------
 
 
 def _model_timeout(settings: Settings) -> float:
     """One probe request's bound: ``DIAG_MODEL_TIMEOUT_SECONDS``, at most ``MAX_PROBE_SECONDS``."""
-    from plugin.model_probe import probe_seconds
+    from plugin.commands.model_probe import probe_seconds
 
     return probe_seconds(settings.model_request_timeout_seconds)
 
@@ -534,7 +535,8 @@ def _model_timeout(settings: Settings) -> float:
 async def check_model(
     settings: Settings, progress: Callable[[str], None] | None = None
 ) -> CheckResult:
-    """Probe the model endpoint's capabilities (``plugin.model_probe``) and recommend settings.
+    """Probe the model endpoint's capabilities (``plugin.commands.model_probe``) and recommend
+    settings.
 
     FAILED (exit 1) when the endpoint cannot be used: unreachable, key refused, no tool call
     with JSON arguments, ``parallel_tool_calls: false`` refused (every diagnosis request carries
@@ -542,7 +544,7 @@ async def check_model(
     ``json_schema`` (while ``off``) or missing ``usage`` is reported with its consequence, not
     failed.
     """
-    from plugin.model_probe import probe_model
+    from plugin.commands.model_probe import probe_model
 
     base = settings.openai_base_url or "https://api.openai.com/v1"  # the openai SDK's default
     where = _hostport(base)
@@ -582,10 +584,14 @@ PROBES: tuple[tuple[str, Probe], ...] = (
 
 # Imported before probing (see the module docstring); the model probe's only with ``--model``.
 _PROBE_MODULES = (
-    "tools.knowledge", "tools.mysql", "aiomysql", "redis.asyncio", "slack_sdk.web.async_client",
-    "plugin.audit", "plugin.audit.jsonl",
+    "plugin.tools.knowledge", "plugin.tools.mysql", "aiomysql", "redis.asyncio",
+    "slack_sdk.web.async_client", "plugin.audit", "plugin.audit.jsonl",
 )  # fmt: skip
-_MODEL_PROBE_MODULES = ("plugin.model_probe", "plugin.agent", "plugin.llm")
+_MODEL_PROBE_MODULES = (
+    "plugin.commands.model_probe",
+    "plugin.harness.agent",
+    "plugin.harness.model",
+)
 
 
 def _import_probe_modules(model: bool) -> None:
@@ -638,7 +644,7 @@ _LABELS = {
 def _model_lines(facts: dict[str, Any]) -> list[str]:
     """Under the model line: one line per capability, then the recommended settings and the
     warnings."""
-    from plugin.model_probe import LABELS, Capability
+    from plugin.commands.model_probe import LABELS, Capability
 
     lines: list[str] = []
     for name, found in (facts.get("capabilities") or {}).items():

@@ -8,10 +8,10 @@ The agent is LlamaIndex's own ``FunctionAgent`` loop (no planner, no second agen
 The tool definitions come in two variants, each built once per process: the default one (the
 pydantic Envelope schemas, bounds included) and, for an LLM with ``strict`` set
 (``DIAG_STRUCTURED_OUTPUT=json_schema``), the same Envelopes within OpenAI's strict subset
-(``plugin.strict_schema``: every field required, optional ones nullable, no bounds). The
+(``plugin.contract.strict_schema``: every field required, optional ones nullable, no bounds). The
 Envelope parser accepts exactly what either permits and enforces the bounds.
 
-The descriptions are per run: they carry the catalogues (``plugin.catalog``) and come from
+The descriptions are per run: they carry the catalogues (``plugin.harness.catalog``) and come from
 ``prompts/tools.<lang>.md``. A run's tools are the cached definitions with that run's
 descriptions (:func:`described_tools`: a shallow copy of the metadata sharing the cached schema,
 itself cached per set of descriptions), so the schemas are still generated once per process.
@@ -32,11 +32,11 @@ from llama_index.core.workflow import Context
 from llama_index.core.workflow.decorators import step
 from pydantic import PrivateAttr
 
-from plugin.envelope import envelope_model
-from plugin.interceptor import INPUT_MODELS, ToolInterceptor
-from plugin.prompts import prompt_set
-from plugin.strict_schema import strict_schema
-from tools.base import ToolName
+from plugin.contract.envelope import envelope_model
+from plugin.contract.prompts import prompt_set
+from plugin.contract.strict_schema import strict_schema
+from plugin.harness.interceptor import INPUT_MODELS, ToolInterceptor
+from plugin.tools.base import ToolName
 
 __all__ = ["DiagnosisAgent", "build_agent", "described_tools", "tool_definitions"]
 
@@ -66,7 +66,7 @@ class _FrozenToolMetadata(ToolMetadata):
 
     def to_openai_tool(self, skip_length_check: bool = True) -> dict[str, Any]:
         """The OpenAI tool spec; a catalogue may take the description past 1024 characters
-        (bounded by ``plugin.catalog``), which LlamaIndex's own check would refuse."""
+        (bounded by ``plugin.harness.catalog``), which LlamaIndex's own check would refuse."""
         return super().to_openai_tool(skip_length_check=True)
 
     def described(self, description: str) -> _FrozenToolMetadata:

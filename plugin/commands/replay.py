@@ -25,8 +25,8 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
+from plugin.contract.result import ExecutionResult
 from plugin.doubles.recording_slack import RecordingSlackApi, blocks_to_text
-from plugin.result import ExecutionResult
 from plugin.settings import Settings
 from plugin.slack import register
 from plugin.slack.gate import malformed_detail

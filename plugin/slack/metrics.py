@@ -27,16 +27,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector
 
+from plugin.contract.result import FailureCode, Outcome
 from plugin.errors import StopReason
-from plugin.hooks import StepHook
-from plugin.ledger import InvocationStatus
-from plugin.result import FailureCode, Outcome
-from tools.base import ToolName
+from plugin.harness.hooks import StepHook
+from plugin.harness.ledger import InvocationStatus
+from plugin.tools.base import ToolName
 
 if TYPE_CHECKING:
-    from plugin.context import RunContext
-    from plugin.ledger import Invocation
-    from plugin.result import ExecutionResult
+    from plugin.contract.result import ExecutionResult
+    from plugin.harness.context import RunContext
+    from plugin.harness.ledger import Invocation
 
 __all__ = ["CONTENT_TYPE", "FEEDBACK_VOTES", "EventResult", "Metrics", "MetricsHook", "run_reason"]
 

@@ -52,7 +52,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.aio import stop_task, stop_tasks, stopping
 from plugin.errors import ConfigError
-from plugin.ops import (
+from plugin.service.ops import (
     OpsServer,
     OpsState,
     Readiness,

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from plugin.context import RunContext
-    from plugin.ledger import Invocation
-    from plugin.result import ExecutionResult
-    from tools.base import ToolName
+    from plugin.contract.result import ExecutionResult
+    from plugin.harness.context import RunContext
+    from plugin.harness.ledger import Invocation
+    from plugin.tools.base import ToolName
 
 __all__ = ["HookSet", "ModelRound", "StepHook"]
 

@@ -45,10 +45,10 @@ from urllib.parse import quote, unquote, urlsplit
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
+from plugin.contract.request import DiagnosisRequest, PreviousTurn
+from plugin.contract.result import ExecutionResult, Outcome
 from plugin.doubles.scripted_model import ScriptedModelServer, load_cassette
 from plugin.errors import ConfigError, InputRejected
-from plugin.request import DiagnosisRequest, PreviousTurn
-from plugin.result import ExecutionResult, Outcome
 from plugin.settings import Settings, describe_invalid_settings
 
 __all__ = [

@@ -24,8 +24,8 @@ from pydantic import (
     model_validator,
 )
 
-from plugin.envelope import MAX_JSON_DEPTH, MAX_TOOL_CALL_ID_CHARS, json_too_deep
-from plugin.strict_schema import strict_schema
+from plugin.contract.envelope import MAX_JSON_DEPTH, MAX_TOOL_CALL_ID_CHARS, json_too_deep
+from plugin.contract.strict_schema import strict_schema
 
 __all__ = [
     "Confidence",

@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 
-from plugin.draft import draft_json_schema
+from plugin.contract.draft import draft_json_schema
 from plugin.resources import prompt_file
 
 __all__ = [

@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugin.draft import CitedEvidence, DiagnosisDraft
+from plugin.contract.draft import CitedEvidence, DiagnosisDraft
+from plugin.contract.result import Check, ExecutionResult, Outcome
 from plugin.errors import StopReason
-from plugin.result import Check, ExecutionResult, Outcome
 
 __all__ = [
     "BLANK",

@@ -26,29 +26,28 @@ import openai
 from llama_index.core.agent.workflow import AgentOutput
 from workflows.handler import WorkflowHandler
 
-from plugin.agent import build_agent
 from plugin.audit import AuditSink, AuditWriter, audit_record
-from plugin.budget import Budgets
-from plugin.catalog import Catalogues
-from plugin.context import RunContext, new_run_id
-from plugin.draft import DraftDefect, DraftRejected, parse_draft
-from plugin.errors import BudgetStop, RunStop, StopReason
-from plugin.hooks import HookSet, StepHook
-from plugin.interceptor import ToolInterceptor
-from plugin.llm import OversizedResponse, build_llm
-from plugin.logging_setup import bind_run_id
-from plugin.prompts import prompt_set
-from plugin.request import DiagnosisRequest, InputLimits, model_input
-from plugin.result import (
+from plugin.contract.draft import DraftDefect, DraftRejected, parse_draft
+from plugin.contract.prompts import prompt_set
+from plugin.contract.request import DiagnosisRequest, InputLimits, model_input
+from plugin.contract.result import (
     ExecutionResult,
     Failure,
     FailureCode,
     Outcome,
     UsageReport,
-    progress_from_ledger,
 )
+from plugin.errors import BudgetStop, RunStop, StopReason
+from plugin.harness.agent import build_agent
+from plugin.harness.budget import Budgets
+from plugin.harness.catalog import Catalogues
+from plugin.harness.context import RunContext, new_run_id
+from plugin.harness.hooks import HookSet, StepHook
+from plugin.harness.interceptor import ToolInterceptor
+from plugin.harness.model import OversizedResponse, build_llm
+from plugin.log import bind_run_id
 from plugin.settings import Settings
-from tools.base import EvidenceAdapter, ToolName
+from plugin.tools.base import EvidenceAdapter, ToolName
 
 __all__ = ["Harness"]
 
@@ -262,7 +261,7 @@ class Harness:
             session_id=ctx.session_id,
             outcome=Outcome.DRAFT,
             draft=draft,
-            progress=progress_from_ledger(ctx.ledger),
+            progress=ctx.ledger.progress(),
             usage=_usage(ctx),
         )
 
@@ -418,7 +417,7 @@ def _stopped(ctx: RunContext, reason: StopReason) -> ExecutionResult:
         session_id=ctx.session_id,
         outcome=Outcome.STOPPED,
         stop_reason=reason,
-        progress=progress_from_ledger(ctx.ledger),
+        progress=ctx.ledger.progress(),
         usage=_usage(ctx),
     )
 
@@ -428,7 +427,7 @@ def _failed(ctx: RunContext, code: FailureCode, detail: str) -> ExecutionResult:
         run_id=ctx.run_id,
         session_id=ctx.session_id,
         outcome=Outcome.FAILED,
-        progress=progress_from_ledger(ctx.ledger) if ctx.ledger.has_ready() else None,
+        progress=ctx.ledger.progress() if ctx.ledger.has_ready() else None,
         usage=_usage(ctx),
         failure=Failure(code=code, detail=detail),
     )

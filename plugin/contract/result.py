@@ -8,9 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from plugin.draft import DiagnosisDraft
+from plugin.contract.draft import DiagnosisDraft
 from plugin.errors import StopReason
-from plugin.ledger import InvocationLedger
 
 __all__ = [
     "Check",
@@ -20,7 +19,6 @@ __all__ = [
     "Outcome",
     "ProgressSnapshot",
     "UsageReport",
-    "progress_from_ledger",
 ]
 
 
@@ -97,20 +95,3 @@ class ExecutionResult(_Frozen):
 
     def to_json(self) -> str:
         return json.dumps(self.to_json_dict(), ensure_ascii=False)
-
-
-def progress_from_ledger(ledger: InvocationLedger) -> ProgressSnapshot:
-    return ProgressSnapshot(
-        checks=tuple(
-            Check(
-                tool_call_id=i.tool_call_id,
-                tool=i.tool.value,
-                status=i.status.value,
-                item_count=i.item_count,
-                evaluation=i.evaluation.value if i.evaluation is not None else None,
-                scope=i.scope,
-                error_code=i.code,
-            )
-            for i in ledger
-        )
-    )

@@ -1,0 +1,2 @@
+"""The command line and its commands: diagnose, serve, worker, replay, demo, check, patterns,
+eval."""
