@@ -1,17 +1,33 @@
-"""Error families of the harness.
+"""The one exception tree of the product: a root, operator mistakes vs run failures, stop signals.
+
+Every exception class of ``plugin`` (``plugin.tools`` included) is defined in an ``errors``
+module — this one or the ``errors.py`` of its package — and derives from
+:class:`SreDiagException`. Catch a family, never the root.
 
 ::
 
-    ConfigError(Exception)              operator mistake in settings or wiring; not a run outcome
-    InputRejected(Exception)            the request is refused before any model call (exit 2)
-    RunStop(BaseException)              a controlled stop raised inside the framework loop
-    ├── BudgetStop                      cancellation, deadline, model-call or token budget
-    └── CollectionStopped               the model asked for a tool after STOP_REQUIRED; its
-                                        reason is what caused that STOP_REQUIRED
+    SreDiagException(BaseException)       everything the product raises
+    ├── RunStop                           a controlled end of a run: a signal, not an error
+    │   ├── BudgetStop                    cancellation, deadline, model-call or token budget
+    │   └── CollectionStopped             the model asked for a tool after STOP_REQUIRED; its
+    │                                     reason is what caused that STOP_REQUIRED
+    └── DiagError(Exception)              every error
+        ├── OperatorError                 the operator must fix something; not a run outcome
+        │   ├── ConfigError               settings or wiring (exit 2 ``INVALID_SETTINGS``)
+        │   ├── contract.PromptError      a prompt choice or file that cannot be used
+        │   └── commands.errors.*         EvalUsageError, ReplayError, …
+        ├── InputRejected                 the request is refused before any model call (exit 2)
+        └── RunError                      what one run met: the model, a tool, the Draft, audit
+            ├── contract.errors.*         EnvelopeError, DraftRejected, DuplicateKey
+            ├── harness.errors.*          the model's answer (OversizedResponse)
+            ├── tools.errors.*            evidence backends and the SQL guard (EvidenceError)
+            ├── audit.errors.*            AuditWriteError
+            └── slack.errors.*            the queue and Slack (Poison, …)
 
 ``RunStop`` derives from ``BaseException`` on purpose: LlamaIndex turns an ordinary exception
 raised by a tool into an observation and carries on, while a ``BaseException`` propagates out of
 the workflow with its type intact — the stop cannot be swallowed and re-interpreted as evidence.
+Every other class is also an ``Exception``, so ``except Exception`` still catches them all.
 """
 
 from __future__ import annotations
@@ -22,9 +38,13 @@ __all__ = [
     "BudgetStop",
     "CollectionStopped",
     "ConfigError",
+    "DiagError",
     "InputRejected",
     "InputRejection",
+    "OperatorError",
+    "RunError",
     "RunStop",
+    "SreDiagException",
     "StopReason",
 ]
 
@@ -55,11 +75,27 @@ class InputRejection(StrEnum):
     """The command line itself is wrong (argparse usage error)."""
 
 
-class ConfigError(Exception):
+class SreDiagException(BaseException):
+    """The root of everything the product raises (see the tree above)."""
+
+
+class DiagError(SreDiagException, Exception):
+    """Every error of the product (an ``Exception``, unlike the stop signals)."""
+
+
+class OperatorError(DiagError):
+    """The operator must fix something: settings, wiring, a file, the command line."""
+
+
+class RunError(DiagError):
+    """Something one run met: the model, a tool or its backend, the Draft, the audit sink."""
+
+
+class ConfigError(OperatorError):
     """Settings or wiring are wrong; the operator must fix them."""
 
 
-class InputRejected(Exception):
+class InputRejected(DiagError):
     """The request was refused before any model call; nothing was truncated or rewritten."""
 
     def __init__(
@@ -72,7 +108,7 @@ class InputRejected(Exception):
         super().__init__(f"{code.value}{detail}")
 
 
-class RunStop(BaseException):
+class RunStop(SreDiagException):
     """A controlled end of the run, carrying its stop reason."""
 
     def __init__(self, reason: StopReason, detail: str = "") -> None:

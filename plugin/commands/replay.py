@@ -25,6 +25,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
+from plugin.commands.errors import ReplayError
 from plugin.contract.result import ExecutionResult
 from plugin.doubles.recording_slack import RecordingSlackApi, blocks_to_text
 from plugin.settings import Settings
@@ -35,14 +36,6 @@ from plugin.slack.render import EVIDENCE_ACTION_ID
 __all__ = ["ReplayError", "ReplayOutput", "replay_envelope"]
 
 _SECRET = "local-replay-signing-secret"
-
-
-class ReplayError(Exception):
-    """The file is not a replayable event envelope, or the gate ignored it."""
-
-    def __init__(self, code: str, message: str) -> None:
-        self.code = code
-        super().__init__(message)
 
 
 class ReplayOutput:

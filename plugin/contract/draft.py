@@ -25,6 +25,12 @@ from pydantic import (
 )
 
 from plugin.contract.envelope import MAX_JSON_DEPTH, MAX_TOOL_CALL_ID_CHARS, json_too_deep
+from plugin.contract.errors import (
+    DraftDefect,
+    DraftRejected,
+    DuplicateKey,
+    pairs_without_duplicates,
+)
 from plugin.contract.strict_schema import strict_schema
 
 __all__ = [
@@ -133,47 +139,12 @@ class DiagnosisDraft(_Record):
         return frozenset(ids)
 
 
-class DraftDefect(StrEnum):
-    """Stable reasons a final text is not a Draft (``failure.detail``)."""
-
-    EMPTY = "EMPTY"
-    OVERSIZED = "OVERSIZED"
-    FENCED = "FENCED"
-    PREFIXED = "PREFIXED"
-    SUFFIXED = "SUFFIXED"
-    MALFORMED = "MALFORMED"
-    TOO_DEEP = "TOO_DEEP"
-    """Arrays/objects nested deeper than any Draft can be (refused before decoding)."""
-    DUPLICATE_KEY = "DUPLICATE_KEY"
-    SCHEMA = "SCHEMA"
-    UNKNOWN_CITATION = "UNKNOWN_CITATION"
-
-
-class DraftRejected(Exception):
-    """The final text failed the strict gate; only the defect travels on."""
-
-    def __init__(self, defect: DraftDefect) -> None:
-        self.defect = defect
-        super().__init__(defect.value)
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _pairs_without_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    keys = [key for key, _ in pairs]
-    if len(keys) != len(set(keys)):
-        raise _DuplicateKey
-    return dict(pairs)
-
-
 def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
 _DECODER = json.JSONDecoder(
-    object_pairs_hook=_pairs_without_duplicates, parse_constant=_reject_constant
+    object_pairs_hook=pairs_without_duplicates, parse_constant=_reject_constant
 )
 
 
@@ -185,7 +156,7 @@ def _decode_one_object(text: str) -> None:
         raise DraftRejected(DraftDefect.TOO_DEEP)
     try:
         value, end = _DECODER.raw_decode(text)
-    except _DuplicateKey as exc:
+    except DuplicateKey as exc:
         raise DraftRejected(DraftDefect.DUPLICATE_KEY) from exc
     except ValueError as exc:
         defect = DraftDefect.MALFORMED if text[:1] in "{[" else DraftDefect.PREFIXED

@@ -20,6 +20,8 @@ from typing import Annotated, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from plugin.contract.errors import DuplicateKey, EnvelopeError, pairs_without_duplicates
+
 __all__ = [
     "MAX_ARGUMENT_CHARS",
     "MAX_JSON_DEPTH",
@@ -78,25 +80,7 @@ class Envelope(BaseModel, Generic[InputT]):
     input: InputT
 
 
-class EnvelopeError(Exception):
-    """The arguments are not a valid Envelope; ``field`` names where (never the value)."""
-
-    def __init__(self, field: str) -> None:
-        self.field = field
-        super().__init__(field)
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    if len({key for key, _ in pairs}) != len(pairs):
-        raise _DuplicateKey
-    return dict(pairs)
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
+_DECODER = json.JSONDecoder(object_pairs_hook=pairs_without_duplicates)
 
 
 def _first_error_location(exc: ValidationError) -> str:
@@ -190,7 +174,7 @@ def parse_envelope(raw: str | dict[str, object], input_model: type[InputT]) -> E
     text = _argument_text(raw)
     try:
         value = _DECODER.decode(text)
-    except _DuplicateKey as exc:
+    except DuplicateKey as exc:
         raise EnvelopeError("duplicate key") from exc
     except ValueError as exc:
         raise EnvelopeError("arguments are not valid JSON") from exc

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from plugin.contract.draft import draft_json_schema
+from plugin.contract.errors import PromptError
 from plugin.resources import prompt_file
 
 __all__ = [
@@ -66,10 +67,6 @@ _TOOL_KEYS = (
 _MAX_PROMPT_FILE_BYTES = 64 * 1024
 _SECTION = re.compile(r"^## (\S+)[ \t]*$", re.MULTILINE)
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-
-
-class PromptError(ValueError):
-    """A prompt choice or file that cannot be used (what is wrong, never the file's text)."""
 
 
 @dataclass(frozen=True, slots=True)
