@@ -67,7 +67,8 @@ PATTERN_CHARS = 160
 PATTERN_BYTES = 320  # one pattern as a JSON string, worst case (escapes, CJK)
 KEY_CHARS = PATTERN_CHARS + HEADROOM
 MAX_KEYS = 20_000
-MERGE_VARIANTS = 8  # distinct patterns differing in one token that are merged (see variant_targets)
+MERGE_VARIANTS = 6  # distinct patterns differing in one token that are merged (see variant_targets)
+MERGE_CONTEXT = 2  # literal tokens (no <*>) the rest of a merged pattern must keep
 MERGE_MAX_TOKENS = 64  # patterns with more tokens, or more characters, are left as they are
 MERGE_MAX_CHARS = 512
 PATTERN_CACHE = 65_536
@@ -165,6 +166,16 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         WILDCARD,
     ),
     (re.compile(r"(?<=\d[-/ ])" + _MONTH + r"[a-z]{0,6}(?=[-/ ]\d)"), WILDCARD),
+    # IPv6 and MAC addresses: 3 to 8 groups of hex joined by colons (one :: allowed), holding a
+    # digit (fe80::1c6a:7dff:fe00:1, a4:5e:60:e2:0b:11, [::1]:80); a run starts only where no
+    # letter, digit or colon precedes it, and its length is bounded
+    (
+        re.compile(
+            r"(?<![0-9A-Za-z:])(?=[0-9A-Fa-f:]{0,39}\d)"
+            r"(?:[0-9A-Fa-f]{1,4}:|:){2,7}(?::|[0-9A-Fa-f]{1,4})(?![0-9A-Za-z:])"
+        ),
+        WILDCARD,
+    ),
     # IPv4 with an optional port
     (re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\d.])"), WILDCARD),
     # host names: a dotted name under a common suffix (node-7.prod.example.com, *.internal),
@@ -190,7 +201,20 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     # hex: 0x…, or a run of 8+ hex characters with a digit
     (re.compile(_NOT_ALNUM_BEFORE + r"0[xX][0-9a-fA-F]+" + _NOT_ALNUM_AFTER), WILDCARD),
     (
-        re.compile(_NOT_ALNUM_BEFORE + r"[-+]?(?=[a-fA-F]*\d)[0-9a-fA-F]{8,}" + _NOT_ALNUM_AFTER),
+        re.compile(
+            _NOT_ALNUM_BEFORE
+            + r"[-+]?(?:(?=[a-fA-F]*\d)[0-9a-fA-F]{8,}|[a-f]{8,}|[A-F]{8,})"
+            + _NOT_ALNUM_AFTER
+        ),
+        WILDCARD,
+    ),
+    # sizes with their byte unit, which a formatter picks by the value: 24 B, 9.2 KB, 3.1GiB
+    (
+        re.compile(
+            _NOT_ALNUM_BEFORE
+            + r"(?<![0-9][.,])[-+]?\d+(?:[.,]\d+)* ?(?:[KMGTPE]i?B|B|bytes)"
+            + _NOT_ALNUM_AFTER
+        ),
         WILDCARD,
     ),
     # numbers with a unit (durations, sizes, percentages) keep the unit: 3000ms -> <*>ms.
@@ -240,12 +264,14 @@ _NEEDLES: dict[re.Pattern[str], str | re.Pattern[str]] = {
     _MASKS[5][0]: _any_of(*_WEEKDAY.removeprefix("(?:").removesuffix(")").split("|")),
     _MASKS[6][0]: _MONTH_NEEDLES,
     _MASKS[7][0]: _MONTH_NEEDLES,
-    _MASKS[8][0]: ".",
-    _MASKS[9][0]: _any_of(*("." + s for s in _HOST_SUFFIX.removeprefix("(?:")[:-1].split("|"))),
-    _MASKS[10][0]: ":",
-    _MASKS[11][0]: _any_of("0x", "0X"),
-    _MASKS[15][0]: "_",
-    _MASKS[17][0]: WILDCARD,
+    _MASKS[8][0]: ":",
+    _MASKS[9][0]: ".",
+    _MASKS[10][0]: _any_of(*("." + s for s in _HOST_SUFFIX.removeprefix("(?:")[:-1].split("|"))),
+    _MASKS[11][0]: ":",
+    _MASKS[12][0]: _any_of("0x", "0X"),
+    _MASKS[14][0]: _any_of("B", "bytes"),
+    _MASKS[17][0]: "_",
+    _MASKS[19][0]: WILDCARD,
 }
 
 
@@ -314,10 +340,11 @@ def variant_targets(patterns: Iterable[str], stop: Stop = NEVER) -> dict[str, st
         tokens = pattern.split(" ")
         if len(tokens) > MERGE_MAX_TOKENS or len(pattern) > MERGE_MAX_CHARS:
             continue
+        literal = sum(1 for token in tokens if WILDCARD not in token)
         start = 0
         for index, token in enumerate(tokens):
             end = start + len(token)
-            if token != WILDCARD:
+            if token != WILDCARD and literal - (WILDCARD not in token) >= MERGE_CONTEXT:
                 key = (index, pattern[:start], pattern[end:])
                 groups.setdefault(key, []).append(pattern)
             start = end + 1
