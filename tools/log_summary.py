@@ -152,6 +152,18 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(r"(?<!\d)\d{1,2}:\d\d(?::\d\d(?:[.,]\d+)?)? ?[AaPp]\.?[Mm]\.?(?![A-Za-z])"),
         WILDCARD,
     ),
+    # IPv6 and MAC addresses, before clock times (whose digits they may hold): up to 8 groups of
+    # hex joined by colons, with a :: or 6+ groups holding a digit (a time has 4 at most)
+    # (fe80::1c6a:7dff:fe00:1, a4:5e:60:e2:0b:11, [::1]:80); a run starts only where no letter,
+    # digit or colon precedes it, and its length is bounded
+    (
+        re.compile(
+            r"(?<![0-9A-Za-z:])"
+            r"(?=[0-9A-Fa-f:]{0,37}::|(?=[0-9A-Fa-f:]{0,39}\d)(?:[0-9A-Fa-f]{1,4}:){5})"
+            r"(?:[0-9A-Fa-f]{1,4}:|:){2,7}(?::|[0-9A-Fa-f]{1,4})(?![0-9A-Za-z:])"
+        ),
+        WILDCARD,
+    ),
     (re.compile(r"(?<!\d)\d\d:\d\d:\d\d(?:[.,]\d+)?"), WILDCARD),
     # weekday and month names next to a day or year (syslog, RFC 2822, Apache, Java dates):
     # Mon Jun 14, Jun 14 2023, 14-Jun-2023, 14/Jun/2023:10:00:00
@@ -166,16 +178,6 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         WILDCARD,
     ),
     (re.compile(r"(?<=\d[-/ ])" + _MONTH + r"[a-z]{0,6}(?=[-/ ]\d)"), WILDCARD),
-    # IPv6 and MAC addresses: 3 to 8 groups of hex joined by colons (one :: allowed), holding a
-    # digit (fe80::1c6a:7dff:fe00:1, a4:5e:60:e2:0b:11, [::1]:80); a run starts only where no
-    # letter, digit or colon precedes it, and its length is bounded
-    (
-        re.compile(
-            r"(?<![0-9A-Za-z:])(?=[0-9A-Fa-f:]{0,39}\d)"
-            r"(?:[0-9A-Fa-f]{1,4}:|:){2,7}(?::|[0-9A-Fa-f]{1,4})(?![0-9A-Za-z:])"
-        ),
-        WILDCARD,
-    ),
     # IPv4 with an optional port
     (re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\d.])"), WILDCARD),
     # host names: a dotted name under a common suffix (node-7.prod.example.com, *.internal),
@@ -261,10 +263,10 @@ _NEEDLES: dict[re.Pattern[str], str | re.Pattern[str]] = {
     _MASKS[2][0]: "-",
     _MASKS[3][0]: _any_of("AM", "PM", "am", "pm", "Am", "Pm", "aM", "pM", ".m", ".M"),
     _MASKS[4][0]: ":",
-    _MASKS[5][0]: _any_of(*_WEEKDAY.removeprefix("(?:").removesuffix(")").split("|")),
-    _MASKS[6][0]: _MONTH_NEEDLES,
+    _MASKS[5][0]: ":",
+    _MASKS[6][0]: _any_of(*_WEEKDAY.removeprefix("(?:").removesuffix(")").split("|")),
     _MASKS[7][0]: _MONTH_NEEDLES,
-    _MASKS[8][0]: ":",
+    _MASKS[8][0]: _MONTH_NEEDLES,
     _MASKS[9][0]: ".",
     _MASKS[10][0]: _any_of(*("." + s for s in _HOST_SUFFIX.removeprefix("(?:")[:-1].split("|"))),
     _MASKS[11][0]: ":",
