@@ -129,7 +129,8 @@ _NOT_HOST_BEFORE = r"(?<![A-Za-z0-9.@-])(?<!//)"  # a URL's host names the upstr
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _WEEKDAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _HOST_SUFFIX = (
-    r"(?:com|net|org|io|dev|app|cloud|local|localdomain|internal|lan|corp|home|svc|cluster|edu|gov)"
+    r"(?:com|net|org|io|dev|app|cloud|local|localdomain|internal|lan|corp|home|svc|cluster|edu|gov"
+    r"|info|biz|co|ac)"
 )
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     # quoted values after = or : (key="value", "key": "value")
@@ -180,15 +181,17 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?<=\d[-/ ])" + _MONTH + r"[a-z]{0,6}(?=[-/ ]\d)"), WILDCARD),
     # IPv4 with an optional port
     (re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\d.])"), WILDCARD),
-    # host names: a dotted name under a common suffix (node-7.prod.example.com, *.internal),
+    # host names: a dotted name under a common suffix (node-7.prod.example.com, *.internal,
+    # a.example.co.uk) or of 3+ labels under a country code (proxy.cse.cuhk.edu.hk, x.b.nl),
     # or a name with a dash or two dots before a port (db-primary:3306); a one-dot name before
     # a number is left alone (Bar.java:123 is a source line, not a host), and so is the host
     # of a URL (https://api.stripe.com/… and https://api.adyen.com/… are different events)
     (
         re.compile(
             _NOT_HOST_BEFORE
-            + r"(?:[A-Za-z0-9][A-Za-z0-9-]*\.)+"
+            + r"(?:(?:[A-Za-z0-9][A-Za-z0-9-]*\.)+"
             + _HOST_SUFFIX
+            + r"(?:\.[a-z]{2})?|(?:[A-Za-z0-9][A-Za-z0-9-]*\.){2,}[a-z]{2})"
             + r"(?![A-Za-z0-9-])(?::\d{1,5}(?!\d))?"
         ),
         WILDCARD,
@@ -240,13 +243,16 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         WILDCARD,
     ),
+    # short slot ids after a prefix: one or two capitals and digits (Thunderbird_C6, rack-B12)
+    (re.compile(r"(?<=[A-Za-z0-9][_-])[A-Z]{1,2}\d{1,4}" + _NOT_ALNUM_AFTER), WILDCARD),
     # upper-case ids after a prefix, even without a digit: pay_DAMPHFXMULRU -> pay_<*>
     (re.compile(r"(?<=_)[A-Z0-9]{12,}" + _NOT_ALNUM_AFTER), WILDCARD),
     # every remaining digit run (a version's dots included), with its sign where one stands
     # alone before it (offset=-12, blk_-1608…; node-3 keeps its dash): no digit is ever shown
     (re.compile(r"(?:(?<![A-Za-z0-9])[-+])?\d+(?:[.,]\d+)*"), WILDCARD),
-    # adjacent wildcards joined by punctuation collapse: <*>.<*>, <*>:<*>
-    (re.compile(r"<\*>(?:[.:/-]<\*>)+"), WILDCARD),
+    # adjacent wildcards joined by punctuation collapse: <*>.<*>, <*>:<*>, and a value with its
+    # other rendering in brackets: 1190 bytes (1.16 KB) -> <*> (<*>) -> <*>
+    (re.compile(r"<\*>(?:[.:/-]<\*>| \(<\*>\))+"), WILDCARD),
 )
 
 
@@ -268,12 +274,13 @@ _NEEDLES: dict[re.Pattern[str], str | re.Pattern[str]] = {
     _MASKS[7][0]: _MONTH_NEEDLES,
     _MASKS[8][0]: _MONTH_NEEDLES,
     _MASKS[9][0]: ".",
-    _MASKS[10][0]: _any_of(*("." + s for s in _HOST_SUFFIX.removeprefix("(?:")[:-1].split("|"))),
+    _MASKS[10][0]: ".",
     _MASKS[11][0]: ":",
     _MASKS[12][0]: _any_of("0x", "0X"),
     _MASKS[14][0]: _any_of("B", "bytes"),
-    _MASKS[17][0]: "_",
-    _MASKS[19][0]: WILDCARD,
+    _MASKS[17][0]: _any_of("_", "-"),
+    _MASKS[18][0]: "_",
+    _MASKS[20][0]: WILDCARD,
 }
 
 

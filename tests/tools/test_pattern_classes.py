@@ -45,6 +45,10 @@ def _alnum(r: Rng) -> str:
     return "".join(r.choice("abcdefghjkmnpqrstuvwxyz0123456789") for _ in range(6)) + "9"
 
 
+def _word(r: Rng) -> str:
+    return "".join(r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(3, 8)))
+
+
 def _size(r: Rng) -> str:
     return f"{r.randint(1, 999)}{r.choice(['', '.5'])}{r.choice([' ', ''])}" + r.choice(
         ["B", "KB", "MB", "GiB", "bytes"]
@@ -76,6 +80,13 @@ CLASSES: dict[str, Callable[[Rng], str]] = {
     "signed": lambda r: f"drift {_signed(r)} ppm after {_signed(r)} steps",
     "fqdn": lambda r: f"lost lease on {_fqdn(r)}:{r.randint(1, 65535)} renewing",
     "fqdn-bare": lambda r: f"replica {_fqdn(r)} caught up",
+    "cctld": lambda r: (
+        f"resolved {r.choice(['a', 'mx1', 'edge-4'])}.{_word(r)}.{_word(r)}."
+        + r.choice(["hk", "nl", "tw", "de"])
+        + " late"
+    ),
+    "slot": lambda r: f"fan on Frame_{r.choice('ABCDEF')}{r.randint(0, 99)} degraded",
+    "size-rendered": lambda r: f"sent {r.randint(1, 9999)} bytes ({r.randint(1, 99)}.5 KB) ok",
     "ipv6": lambda r: f"neighbour {_ipv6(r)} unreachable",
     "ipv6-port": lambda r: f"listen on [{_ipv6(r)}]:{r.randint(1, 65535)} ok",
     "mac": lambda r: f"station {_mac(r)} associated",
@@ -108,6 +119,12 @@ def test_each_class_is_one_pattern_whatever_its_values(name: str) -> None:
         ("bssid 0a:1b:2c:3d:4e:5f seen", "bssid <*> seen"),
         ("size 24 B, free 9.2 KB", "size <*>, free <*>"),
         ("mask=ffffffff ok", "mask=<*> ok"),
+        ("relay via mx2.mail.example.co.uk:25 ok", "relay via <*> ok"),
+        ("peer gw.lab-3.uni.pl answered", "peer <*> answered"),  # 3+ labels, country code
+        ("loaded notes.md and setup.py", "loaded notes.md and setup.py"),  # one dot: a file
+        ("slot Frame_C6 and rack-B12 hot", "slot Frame_<*> and rack-<*> hot"),
+        ("wrote 1190 bytes (1.16 KB) out", "wrote <*> out"),
+        ("UTF-8 and SHA-256 ok", "UTF-<*> and SHA-<*> ok"),
         ("CCFile::captureLog done", "CCFile::captureLog done"),  # a C++ scope is no address
         ("face value", "face value"),  # short hex-letter words stay
     ],
