@@ -4,10 +4,13 @@ A :class:`Tally` sees every matching line once (``add``) and can be merged with 
 split over hours or processes). What it keeps per line is constant: the matched count, the
 first and last instant, one bucket counter, and one entry per distinct *pattern key*.
 
-Pattern mining is a masker, not a clustering algorithm: variable parts of a message (numbers,
-durations, hex, UUIDs, IPs, ids mixing letters and digits, quoted values) become ``<*>``
-(``bench/patterns.py`` compares it with Drain3 on the bundled incident and on a mix of 20
-message shapes). Its cost is kept off the per-line path:
+Pattern mining is a masker, not a clustering algorithm: variable parts of a message (numbers
+with their sign, durations, byte sizes, hex, UUIDs, IPv4/IPv6/MAC addresses, host names and
+``host:port``, ids mixing letters and digits, dates and times in ISO, syslog, ctime, RFC 2822,
+Apache and US forms, quoted values) become ``<*>``, then a Drain-like step
+(:func:`variant_targets`) merges patterns equal but for one word that takes many values
+(``bench/patterns.py`` compares it with Drain3 on the Loghub samples, the bundled incident and
+a mix of 20 message shapes). Its cost is kept off the per-line path:
 
 * the per-line key is the message's first :data:`KEY_CHARS` characters as UTF-8 with every digit
   turned into ``0`` (``bytes.translate``, a few tens of nanoseconds). The masker treats all
@@ -262,24 +265,31 @@ def _any_of(*needles: str) -> re.Pattern[str]:
 
 _MONTH_NEEDLES = _any_of(*_MONTH.removeprefix("(?:").removesuffix(")").split("|"))
 # A rule runs only on text holding one of its needles (a substring test, or one search for an
-# alternation of literals, costs a fraction of a regex pass): what a message cannot match costs
-# almost nothing.
+# alternation of literals or a short anchored shape every match must contain, costs a fraction
+# of the rule's pass): what a message cannot match costs almost nothing.
+_DIGIT = re.compile(r"\d")
+_DIGIT_COLON_DIGIT = re.compile(r"\d:\d")
 _NEEDLES: dict[re.Pattern[str], str | re.Pattern[str]] = {
     _MASKS[0][0]: _any_of('="', "='", ':"', ":'", '= "', "= '", ': "', ": '"),
+    _MASKS[1][0]: "-",
     _MASKS[2][0]: "-",
-    _MASKS[3][0]: _any_of("AM", "PM", "am", "pm", "Am", "Pm", "aM", "pM", ".m", ".M"),
-    _MASKS[4][0]: ":",
-    _MASKS[5][0]: ":",
+    _MASKS[3][0]: _DIGIT_COLON_DIGIT,
+    _MASKS[4][0]: re.compile(r"::|[0-9A-Fa-f]:[0-9A-Fa-f]"),
+    _MASKS[5][0]: _DIGIT_COLON_DIGIT,
     _MASKS[6][0]: _any_of(*_WEEKDAY.removeprefix("(?:").removesuffix(")").split("|")),
     _MASKS[7][0]: _MONTH_NEEDLES,
     _MASKS[8][0]: _MONTH_NEEDLES,
-    _MASKS[9][0]: ".",
-    _MASKS[10][0]: ".",
-    _MASKS[11][0]: ":",
+    _MASKS[9][0]: re.compile(r"\d\.\d"),
+    _MASKS[10][0]: re.compile(r"[A-Za-z0-9-]\.[a-z]"),
+    _MASKS[11][0]: re.compile(r":\d\d"),
     _MASKS[12][0]: _any_of("0x", "0X"),
-    _MASKS[14][0]: _any_of("B", "bytes"),
-    _MASKS[17][0]: _any_of("_", "-"),
+    _MASKS[13][0]: re.compile(r"[0-9a-fA-F]{8}"),
+    _MASKS[14][0]: re.compile(r"\d ?[KMGTPEBb]"),
+    _MASKS[15][0]: re.compile(r"\d[nuµmshdKMGTB%]"),
+    _MASKS[16][0]: re.compile(r"[A-Za-z]\d|\d[A-Za-z]"),
+    _MASKS[17][0]: re.compile(r"[A-Za-z0-9][_-][A-Z]"),
     _MASKS[18][0]: "_",
+    _MASKS[19][0]: _DIGIT,
     _MASKS[20][0]: WILDCARD,
 }
 
