@@ -145,6 +145,17 @@ _HOST_SUFFIX = (
     r"(?:com|net|org|io|dev|app|cloud|local|localdomain|internal|lan|corp|home|svc|cluster|edu|gov"
     r"|info|biz|co|ac)"
 )
+# A dotted name taken whole (possessive: never given back label by label, which cost a
+# backtracking stack as deep as the run), then its last label checked by lookbehinds.
+_HOST_NAME = r"[A-Za-z0-9][A-Za-z0-9-]*+(?:\.[A-Za-z0-9][A-Za-z0-9-]*+)++"
+_HOST_ENDS = (
+    "(?:"
+    + "|".join(
+        rf"(?<=\.{suffix})|(?<=\.{suffix}\.[a-z][a-z])"
+        for suffix in _HOST_SUFFIX.removeprefix("(?:").removesuffix(")").split("|")
+    )
+    + ")"
+)
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     # quoted values after = or : (key="value", "key": "value")
     (re.compile(r"(?P<k>[=:] ?)(?P<q>[\"'])[^\"'\n]{0,200}(?P=q)"), r"\g<k>\g<q><*>\g<q>"),
@@ -202,10 +213,12 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
             _NOT_HOST_BEFORE
-            + r"(?:(?:[A-Za-z0-9][A-Za-z0-9-]*\.)+"
-            + _HOST_SUFFIX
-            + r"(?:\.[a-z]{2})?|(?:[A-Za-z0-9][A-Za-z0-9-]*\.){2,}[a-z]{2})"
-            + r"(?![A-Za-z0-9-])(?::\d{1,5}(?!\d))?"
+            + r"(?:"
+            + _HOST_NAME
+            + _HOST_ENDS
+            + r"|(?=(?:[A-Za-z0-9][A-Za-z0-9-]*+\.){2})"
+            + _HOST_NAME
+            + r"(?<=\.[a-z][a-z]))(?::\d{1,5}(?!\d))?"
         ),
         WILDCARD,
     ),
