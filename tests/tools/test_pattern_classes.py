@@ -125,7 +125,12 @@ def test_each_class_is_one_pattern_whatever_its_values(name: str) -> None:
         ("slot Frame_C6 and rack-B12 hot", "slot Frame_<*> and rack-<*> hot"),
         ("wrote 1190 bytes (1.16 KB) out", "wrote <*> out"),
         ("UTF-8 and SHA-256 ok", "UTF-<*> and SHA-<*> ok"),
-        ("CCFile::captureLog done", "CCFile::captureLog done"),  # a C++ scope is no address
+        ("CCFile::captureLog done", "CCFile::captureLog done"),
+        # a dotted class name is no host, nor is any prefix of it
+        (
+            "cast to org.example.server.am.Record failed",
+            "cast to org.example.server.am.Record failed",
+        ),  # a C++ scope is no address
         ("face value", "face value"),  # short hex-letter words stay
     ],
 )
