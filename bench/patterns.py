@@ -11,12 +11,22 @@ their true shape, as in the Loghub benchmark), the number of groups, and whether
 largest groups are the five largest shapes with their exact counts (what ``top_messages`` shows)
 and the time per line.
 
-``python -m bench.patterns`` (Drain3 is optional: ``pip install drain3``; without it only the
-masker is scored).
+``python -m bench.patterns`` (Drain3 is optional: ``pip install -e '.[bench]'``; without it only
+the masker is scored).
+
+``python -m bench.patterns --loghub DIR`` scores both, per system, on the Loghub 2k samples
+(Zhu et al., "Loghub: A Large Collection of System Log Datasets for AI-driven Log Analytics",
+ISSRE 2023, https://github.com/logpai/loghub; research use): DIR holds
+``<System>/<System>_2k.log_structured.csv`` files (``Content`` and ``EventId`` columns). The data
+is never part of this repository; ``bash bench/loghub-extract DIR`` writes them from a local
+clone or mirror of logpai/loghub (``LOGHUB_GIT``). Systems are split into
+:data:`DEVELOPMENT` (looked at while the masker was changed) and the held-out rest.
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
 import importlib
 import json
 import random
@@ -29,9 +39,17 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO
-from plugin.tools.log_summary import window_patterns
+from plugin.tools.log_summary import full_pattern, window_patterns
 
-__all__ = ["SHAPES", "incident_lines", "main", "mixed_lines", "score"]
+__all__ = [
+    "DEVELOPMENT",
+    "SHAPES",
+    "incident_lines",
+    "loghub_lines",
+    "main",
+    "mixed_lines",
+    "score",
+]
 
 Labelled = list[tuple[str, str]]  # (true shape, message)
 
@@ -125,6 +143,7 @@ def mixed_lines(total: int = 20_000, seed: int = 3) -> Labelled:
 
 
 def _masker(messages: Sequence[str]) -> list[Hashable]:
+    full_pattern.cache_clear()  # timed cold: no pattern remembered from an earlier data set
     return list(window_patterns(messages))
 
 
@@ -161,7 +180,8 @@ def _drain(masking: bool) -> Callable[[Sequence[str]], list[Hashable]] | None:
 
 
 def score(lines: Labelled, group: Callable[[Sequence[str]], list[Hashable]]) -> dict[str, Any]:
-    """Grouping accuracy, groups, the top-5 check and µs per line of one miner."""
+    """Grouping accuracy, the share of lines in mixed groups, groups, the top-5 check and µs
+    per line of one miner."""
     truth = [shape for shape, _ in lines]
     started = time.perf_counter()
     predicted = group([message for _, message in lines])
@@ -172,10 +192,12 @@ def score(lines: Labelled, group: Callable[[Sequence[str]], list[Hashable]]) -> 
         shapes[label].add(i)
         members[guess].add(i)
     exact = sum(1 for i, guess in enumerate(predicted) if members[guess] == shapes[truth[i]])
+    mixed = sum(len(m) for m in members.values() if len({truth[i] for i in m}) > 1)
     top_groups = [members[g] for g, _ in Counter(predicted).most_common(5)]
     top_shapes = [shapes[s] for s, _ in Counter(truth).most_common(5)]
     return {
         "grouping_accuracy": round(exact / len(lines), 4),
+        "mixed_lines": round(mixed / len(lines), 4),
         "groups": len(members),
         "shapes": len(shapes),
         "top5_exact": top_groups == top_shapes,
@@ -183,18 +205,76 @@ def score(lines: Labelled, group: Callable[[Sequence[str]], list[Hashable]]) -> 
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    miners: dict[str, Callable[[Sequence[str]], list[Hashable]] | None] = {
-        "masker (plugin.tools.log_summary)": _masker,
-        "drain3 (default config)": _drain(masking=False),
-        "drain3 (+ example masking)": _drain(masking=True),
+# Chosen before any system was scored: every other system in Loghub's alphabetical order.
+DEVELOPMENT = ("Android", "BGL", "HPC", "HealthApp", "Mac", "OpenStack", "Spark", "Windows")
+
+
+def loghub_lines(folder: Path) -> dict[str, Labelled]:
+    """Each system's ``(EventId, Content)`` lines, from
+    ``folder/<System>/<System>_2k.log_structured.csv``."""
+    systems: dict[str, Labelled] = {}
+    for path in sorted(folder.glob("*/*_2k.log_structured.csv")):
+        with path.open(encoding="utf-8", newline="") as handle:
+            rows = [(row["EventId"], row["Content"]) for row in csv.DictReader(handle)]
+        systems[path.parent.name] = rows
+    return systems
+
+
+Miner = Callable[[Sequence[str]], list[Hashable]] | None
+
+
+def _miners() -> dict[str, Miner]:
+    return {
+        "masker": _masker,
+        "drain3": _drain(masking=False),
+        "drain3+masking": _drain(masking=True),
     }
+
+
+def _loghub_report(folder: Path) -> dict[str, Any]:
+    systems = loghub_lines(folder)
+    if not systems:
+        raise SystemExit(f"no <System>/<System>_2k.log_structured.csv under {folder}")
+    miners = _miners()
+    rows: dict[str, dict[str, Any]] = {}
+    for system, lines in systems.items():
+        split = "development" if system in DEVELOPMENT else "held-out"
+        rows[system] = {"split": split, "lines": len(lines)}
+        for name, miner in miners.items():
+            if miner is not None:
+                rows[system][name] = score(lines, miner)
+    return {"systems": rows, "mean": _means(rows, miners)}
+
+
+def _means(rows: dict[str, dict[str, Any]], miners: dict[str, Miner]) -> dict[str, Any]:
+    means: dict[str, Any] = {}
+    for split in ("development", "held-out", "all"):
+        chosen = [r for r in rows.values() if split in ("all", r["split"])]
+        for name, miner in miners.items():
+            if miner is None or not chosen:
+                continue
+            means.setdefault(split, {})[name] = {
+                field: round(sum(r[name][field] for r in chosen) / len(chosen), 4)
+                for field in ("grouping_accuracy", "mixed_lines", "us_per_line")
+            }
+    return means
+
+
+def _builtin_report() -> dict[str, Any]:
     datasets = {"bundled incident": incident_lines(), "20-shape mix": mixed_lines()}
     report: dict[str, dict[str, Any]] = {}
     for data_name, lines in datasets.items():
-        for miner_name, miner in miners.items():
+        for miner_name, miner in _miners().items():
             result = score(lines, miner) if miner is not None else {"skipped": "not installed"}
             report[f"{data_name} / {miner_name}"] = {"lines": len(lines), **result}
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.patterns", description=__doc__)
+    parser.add_argument("--loghub", type=Path, help="folder of Loghub 2k structured CSV files")
+    args = parser.parse_args(argv)
+    report = _loghub_report(args.loghub) if args.loghub else _builtin_report()
     print(json.dumps(report, indent=2))
     return 0
 

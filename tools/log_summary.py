@@ -4,10 +4,13 @@ A :class:`Tally` sees every matching line once (``add``) and can be merged with 
 split over hours or processes). What it keeps per line is constant: the matched count, the
 first and last instant, one bucket counter, and one entry per distinct *pattern key*.
 
-Pattern mining is a masker, not a clustering algorithm: variable parts of a message (numbers,
-durations, hex, UUIDs, IPs, ids mixing letters and digits, quoted values) become ``<*>``
-(``bench/patterns.py`` compares it with Drain3 on the bundled incident and on a mix of 20
-message shapes). Its cost is kept off the per-line path:
+Pattern mining is a masker, not a clustering algorithm: variable parts of a message (numbers
+with their sign, durations, byte sizes, hex, UUIDs, IPv4/IPv6/MAC addresses, host names and
+``host:port``, ids mixing letters and digits, dates and times in ISO, syslog, ctime, RFC 2822,
+Apache and US forms, quoted values) become ``<*>``, then a Drain-like step
+(:func:`variant_targets`) merges patterns equal but for one word that takes many values
+(``bench/patterns.py`` compares it with Drain3 on the Loghub samples, the bundled incident and
+a mix of 20 message shapes). Its cost is kept off the per-line path:
 
 * the per-line key is the message's first :data:`KEY_CHARS` characters as UTF-8 with every digit
   turned into ``0`` (``bytes.translate``, a few tens of nanoseconds). The masker treats all
@@ -19,6 +22,16 @@ message shapes). Its cost is kept off the per-line path:
 * keys that mask to the same full pattern are merged, so counts are per pattern; only the five
   shown are then bounded to :data:`PATTERN_CHARS` characters and :data:`PATTERN_BYTES` bytes of
   JSON (cutting before grouping merged long messages that differ past the cut).
+
+Why every key is masked, not only the top ones: keys are counted cheaply, but a key is not a
+group. One event usually spreads over many keys (an id with letters, a host name, a user: the
+split Loghub scores), each rare, so the most frequent keys are not the most frequent patterns,
+and a pattern's count is only exact once every key that masks to it is known; the variant
+merge also needs every pattern of the window. Masking only the top keys would show the wrong
+top five with undercounts. So the cost is bounded differently: once per distinct key, never per
+line (6 k keys for 240 k lines on the busiest hour); most frequent first under the run's budget
+(out of time: the patterns so far, ``exact: false``); cached across queries; and each rule runs
+only on keys holding a needle its every match contains.
 
 At most :data:`MAX_KEYS` distinct keys are tracked; lines with a further new key still count in
 ``matched`` and the buckets, but the summary then says ``exact: false``.
@@ -68,7 +81,8 @@ PATTERN_CHARS = 160
 PATTERN_BYTES = 320  # one pattern as a JSON string, worst case (escapes, CJK)
 KEY_CHARS = PATTERN_CHARS + HEADROOM
 MAX_KEYS = 20_000
-MERGE_VARIANTS = 8  # distinct patterns differing in one token that are merged (see variant_targets)
+MERGE_VARIANTS = 6  # distinct patterns differing in one token that are merged (see variant_targets)
+MERGE_CONTEXT = 2  # literal tokens (no <*>) the rest of a merged pattern must keep
 MERGE_MAX_TOKENS = 64  # patterns with more tokens, or more characters, are left as they are
 MERGE_MAX_CHARS = 512
 PATTERN_CACHE = 65_536
@@ -129,7 +143,19 @@ _NOT_HOST_BEFORE = r"(?<![A-Za-z0-9.@-])(?<!//)"  # a URL's host names the upstr
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _WEEKDAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _HOST_SUFFIX = (
-    r"(?:com|net|org|io|dev|app|cloud|local|localdomain|internal|lan|corp|home|svc|cluster|edu|gov)"
+    r"(?:com|net|org|io|dev|app|cloud|local|localdomain|internal|lan|corp|home|svc|cluster|edu|gov"
+    r"|info|biz|co|ac)"
+)
+# A dotted name taken whole (possessive: never given back label by label, which cost a
+# backtracking stack as deep as the run), then its last label checked by lookbehinds.
+_HOST_NAME = r"[A-Za-z0-9][A-Za-z0-9-]*+(?:\.[A-Za-z0-9][A-Za-z0-9-]*+)++"
+_HOST_ENDS = (
+    "(?:"
+    + "|".join(
+        rf"(?<=\.{suffix})|(?<=\.{suffix}\.[a-z][a-z])"
+        for suffix in _HOST_SUFFIX.removeprefix("(?:").removesuffix(")").split("|")
+    )
+    + ")"
 )
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     # quoted values after = or : (key="value", "key": "value")
@@ -152,6 +178,18 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(r"(?<!\d)\d{1,2}:\d\d(?::\d\d(?:[.,]\d+)?)? ?[AaPp]\.?[Mm]\.?(?![A-Za-z])"),
         WILDCARD,
     ),
+    # IPv6 and MAC addresses, before clock times (whose digits they may hold): up to 8 groups of
+    # hex joined by colons, with a :: or 6+ groups holding a digit (a time has 4 at most)
+    # (fe80::1c6a:7dff:fe00:1, a4:5e:60:e2:0b:11, [::1]:80); a run starts only where no letter,
+    # digit or colon precedes it, and its length is bounded
+    (
+        re.compile(
+            r"(?<![0-9A-Za-z:])"
+            r"(?=[0-9A-Fa-f:]{0,37}::|(?=[0-9A-Fa-f:]{0,39}\d)(?:[0-9A-Fa-f]{1,4}:){5})"
+            r"(?:[0-9A-Fa-f]{1,4}:|:){2,7}(?::|[0-9A-Fa-f]{1,4})(?![0-9A-Za-z:])"
+        ),
+        WILDCARD,
+    ),
     (re.compile(r"(?<!\d)\d\d:\d\d:\d\d(?:[.,]\d+)?"), WILDCARD),
     # weekday and month names next to a day or year (syslog, RFC 2822, Apache, Java dates):
     # Mon Jun 14, Jun 14 2023, 14-Jun-2023, 14/Jun/2023:10:00:00
@@ -168,16 +206,20 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?<=\d[-/ ])" + _MONTH + r"[a-z]{0,6}(?=[-/ ]\d)"), WILDCARD),
     # IPv4 with an optional port
     (re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\d.])"), WILDCARD),
-    # host names: a dotted name under a common suffix (node-7.prod.example.com, *.internal),
+    # host names: a dotted name under a common suffix (node-7.prod.example.com, *.internal,
+    # a.example.co.uk) or of 3+ labels under a country code (proxy.cse.cuhk.edu.hk, x.b.nl),
     # or a name with a dash or two dots before a port (db-primary:3306); a one-dot name before
     # a number is left alone (Bar.java:123 is a source line, not a host), and so is the host
     # of a URL (https://api.stripe.com/… and https://api.adyen.com/… are different events)
     (
         re.compile(
             _NOT_HOST_BEFORE
-            + r"(?:[A-Za-z0-9][A-Za-z0-9-]*\.)+"
-            + _HOST_SUFFIX
-            + r"(?![A-Za-z0-9-])(?::\d{1,5}(?!\d))?"
+            + r"(?:"
+            + _HOST_NAME
+            + _HOST_ENDS
+            + r"|(?=(?:[A-Za-z0-9][A-Za-z0-9-]*+\.){2})"
+            + _HOST_NAME
+            + r"(?<=\.[a-z][a-z]))(?::\d{1,5}(?!\d))?"
         ),
         WILDCARD,
     ),
@@ -191,7 +233,20 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     # hex: 0x…, or a run of 8+ hex characters with a digit
     (re.compile(_NOT_ALNUM_BEFORE + r"0[xX][0-9a-fA-F]+" + _NOT_ALNUM_AFTER), WILDCARD),
     (
-        re.compile(_NOT_ALNUM_BEFORE + r"[-+]?(?=[a-fA-F]*\d)[0-9a-fA-F]{8,}" + _NOT_ALNUM_AFTER),
+        re.compile(
+            _NOT_ALNUM_BEFORE
+            + r"[-+]?(?:(?=[a-fA-F]*\d)[0-9a-fA-F]{8,}|[a-f]{8,}|[A-F]{8,})"
+            + _NOT_ALNUM_AFTER
+        ),
+        WILDCARD,
+    ),
+    # sizes with their byte unit, which a formatter picks by the value: 24 B, 9.2 KB, 3.1GiB
+    (
+        re.compile(
+            _NOT_ALNUM_BEFORE
+            + r"(?<![0-9][.,])[-+]?\d+(?:[.,]\d+)* ?(?:[KMGTPE]i?B|B|bytes)"
+            + _NOT_ALNUM_AFTER
+        ),
         WILDCARD,
     ),
     # numbers with a unit (durations, sizes, percentages) keep the unit: 3000ms -> <*>ms.
@@ -215,13 +270,16 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         WILDCARD,
     ),
+    # short slot ids after a prefix: one or two capitals and digits (Thunderbird_C6, rack-B12)
+    (re.compile(r"(?<=[A-Za-z0-9][_-])[A-Z]{1,2}\d{1,4}" + _NOT_ALNUM_AFTER), WILDCARD),
     # upper-case ids after a prefix, even without a digit: pay_DAMPHFXMULRU -> pay_<*>
     (re.compile(r"(?<=_)[A-Z0-9]{12,}" + _NOT_ALNUM_AFTER), WILDCARD),
     # every remaining digit run (a version's dots included), with its sign where one stands
     # alone before it (offset=-12, blk_-1608…; node-3 keeps its dash): no digit is ever shown
     (re.compile(r"(?:(?<![A-Za-z0-9])[-+])?\d+(?:[.,]\d+)*"), WILDCARD),
-    # adjacent wildcards joined by punctuation collapse: <*>.<*>, <*>:<*>
-    (re.compile(r"<\*>(?:[.:/-]<\*>)+"), WILDCARD),
+    # adjacent wildcards joined by punctuation collapse: <*>.<*>, <*>:<*>, and a value with its
+    # other rendering in brackets: 1190 bytes (1.16 KB) -> <*> (<*>) -> <*>
+    (re.compile(r"<\*>(?:[.:/-]<\*>| \(<\*>\))+"), WILDCARD),
 )
 
 
@@ -231,22 +289,32 @@ def _any_of(*needles: str) -> re.Pattern[str]:
 
 _MONTH_NEEDLES = _any_of(*_MONTH.removeprefix("(?:").removesuffix(")").split("|"))
 # A rule runs only on text holding one of its needles (a substring test, or one search for an
-# alternation of literals, costs a fraction of a regex pass): what a message cannot match costs
-# almost nothing.
+# alternation of literals or a short anchored shape every match must contain, costs a fraction
+# of the rule's pass): what a message cannot match costs almost nothing.
+_DIGIT = re.compile(r"\d")
+_DIGIT_COLON_DIGIT = re.compile(r"\d:\d")
 _NEEDLES: dict[re.Pattern[str], str | re.Pattern[str]] = {
     _MASKS[0][0]: _any_of('="', "='", ':"', ":'", '= "', "= '", ': "', ": '"),
+    _MASKS[1][0]: "-",
     _MASKS[2][0]: "-",
-    _MASKS[3][0]: _any_of("AM", "PM", "am", "pm", "Am", "Pm", "aM", "pM", ".m", ".M"),
-    _MASKS[4][0]: ":",
-    _MASKS[5][0]: _any_of(*_WEEKDAY.removeprefix("(?:").removesuffix(")").split("|")),
-    _MASKS[6][0]: _MONTH_NEEDLES,
+    _MASKS[3][0]: _DIGIT_COLON_DIGIT,
+    _MASKS[4][0]: re.compile(r"::|[0-9A-Fa-f]:[0-9A-Fa-f]"),
+    _MASKS[5][0]: _DIGIT_COLON_DIGIT,
+    _MASKS[6][0]: _any_of(*_WEEKDAY.removeprefix("(?:").removesuffix(")").split("|")),
     _MASKS[7][0]: _MONTH_NEEDLES,
-    _MASKS[8][0]: ".",
-    _MASKS[9][0]: _any_of(*("." + s for s in _HOST_SUFFIX.removeprefix("(?:")[:-1].split("|"))),
-    _MASKS[10][0]: ":",
-    _MASKS[11][0]: _any_of("0x", "0X"),
-    _MASKS[15][0]: "_",
-    _MASKS[17][0]: WILDCARD,
+    _MASKS[8][0]: _MONTH_NEEDLES,
+    _MASKS[9][0]: re.compile(r"\d\.\d"),
+    _MASKS[10][0]: re.compile(r"[A-Za-z0-9-]\.[a-z]"),
+    _MASKS[11][0]: re.compile(r":\d\d"),
+    _MASKS[12][0]: _any_of("0x", "0X"),
+    _MASKS[13][0]: re.compile(r"[0-9a-fA-F]{8}"),
+    _MASKS[14][0]: re.compile(r"\d ?[KMGTPEBb]"),
+    _MASKS[15][0]: re.compile(r"\d[nuµmshdKMGTB%]"),
+    _MASKS[16][0]: re.compile(r"[A-Za-z]\d|\d[A-Za-z]"),
+    _MASKS[17][0]: re.compile(r"[A-Za-z0-9][_-][A-Z]"),
+    _MASKS[18][0]: "_",
+    _MASKS[19][0]: _DIGIT,
+    _MASKS[20][0]: WILDCARD,
 }
 
 
@@ -316,10 +384,11 @@ def variant_targets(patterns: Iterable[str], stop: Stop = NEVER) -> dict[str, st
         tokens = pattern.split(" ")
         if len(tokens) > MERGE_MAX_TOKENS or len(pattern) > MERGE_MAX_CHARS:
             continue
+        literal = sum(1 for token in tokens if WILDCARD not in token)
         start = 0
         for index, token in enumerate(tokens):
             end = start + len(token)
-            if token != WILDCARD:
+            if token != WILDCARD and literal - (WILDCARD not in token) >= MERGE_CONTEXT:
                 key = (index, pattern[:start], pattern[end:])
                 groups.setdefault(key, []).append(pattern)
             start = end + 1
