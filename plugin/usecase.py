@@ -34,8 +34,9 @@ from plugin.context import RunContext, new_run_id
 from plugin.draft import DraftDefect, DraftRejected, parse_draft
 from plugin.errors import BudgetStop, RunStop, StopReason
 from plugin.hooks import HookSet, StepHook
+from plugin.http_bounds import AnswerTooLarge
 from plugin.interceptor import ToolInterceptor
-from plugin.llm import OversizedResponse, build_llm
+from plugin.llm import OversizedResponse, build_llm, model_http_client
 from plugin.logging_setup import bind_run_id
 from plugin.prompts import prompt_set
 from plugin.request import DiagnosisRequest, InputLimits, model_input
@@ -89,12 +90,10 @@ class Harness:
         )
         # One pooled HTTP client for every model request of this process, closed by aclose().
         if self.http_client is None:
-            self.http_client = httpx.AsyncClient(
-                timeout=self.settings.model_request_timeout_seconds,
-                limits=httpx.Limits(
-                    max_connections=self.model_connections,
-                    max_keepalive_connections=min(20, self.model_connections),
-                ),
+            self.http_client = model_http_client(
+                timeout_seconds=self.settings.model_request_timeout_seconds,
+                connections=self.model_connections,
+                max_draft_bytes=self.settings.max_draft_bytes,
             )
 
     async def aclose(self) -> None:
@@ -362,6 +361,9 @@ async def _abort(handler: WorkflowHandler, run: asyncio.Future[Any]) -> None:
 
 def _classify_failure(ctx: RunContext, exc: BaseException) -> tuple[FailureCode, str]:
     chain = _exception_chain(exc)
+    refused = _refused_by_http_client(chain)
+    if refused:
+        return FailureCode.MODEL_ERROR, refused
     for item in chain:
         if isinstance(item, OversizedResponse):
             if item.final:
@@ -383,6 +385,16 @@ def _classify_failure(ctx: RunContext, exc: BaseException) -> tuple[FailureCode,
         return FailureCode.MODEL_ERROR, "BAD_RESPONSE"
     _log.error("run %s failed: %s", ctx.run_id, type(exc).__name__)
     return FailureCode.AGENT_ERROR, "UNCLASSIFIED"
+
+
+def _refused_by_http_client(chain: Sequence[BaseException]) -> str:
+    """The detail of an answer the model HTTP client itself refused (``plugin.http_bounds``;
+    the SDK wraps it as a connection error), or ''."""
+    if any(isinstance(item, AnswerTooLarge) for item in chain):
+        return "OVERSIZED_RESPONSE"
+    if any(isinstance(item, httpx.DecodingError) for item in chain):
+        return "BAD_RESPONSE"
+    return ""
 
 
 def _endpoint(request: httpx.Request) -> str:
