@@ -1,8 +1,9 @@
 """Every answer an httpx client of the product reads is bounded in bytes and in time.
 
-``bounded_client`` builds an ``httpx.AsyncClient`` whose event hooks wrap each answer's body
-before it is read (the client's own transport, connection pool and proxy settings stay as
-httpx builds them):
+``bounded_client`` builds an ``httpx.AsyncClient`` whose ``send`` takes each answer as a stream
+and wraps its body before it is read (the client's own transport, connection pool and proxy
+settings stay as httpx builds them; a transport of our own would turn the proxy settings of
+the environment off):
 
 - the body is counted as it arrives, AFTER decoding: ``gzip`` and ``deflate`` (the only
   encodings offered in ``Accept-Encoding``) are inflated here with a bounded output, so a few
@@ -11,9 +12,9 @@ httpx builds them):
   closed, never returned to the pool. An encoding that was not offered, or a compressed body
   that is corrupt or cut short, ends with ``httpx.DecodingError``.
 - one exchange is bounded from the moment it is sent to its last body byte by
-  ``total_seconds`` (httpx's own timeouts bound each read only: a peer trickling one byte a
-  second stays under any read timeout for ever); past it the read ends with
-  ``httpx.ReadTimeout``.
+  ``total_seconds``, headers included (httpx's own timeouts bound each read only: a peer
+  trickling one byte a second stays under any read timeout for ever); past it the exchange
+  ends with ``httpx.ReadTimeout``.
 
 A body is never shown: these errors carry the limit, never what was received.
 """
@@ -21,14 +22,13 @@ A body is never shown: these errors carry the limit, never what was received.
 from __future__ import annotations
 
 import asyncio
-import weakref
 import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 
-__all__ = ["OFFERED_ENCODINGS", "AnswerTooLarge", "bounded_client"]
+__all__ = ["OFFERED_ENCODINGS", "AnswerTooLarge", "BoundedAsyncClient", "bounded_client"]
 
 OFFERED_ENCODINGS = "gzip, deflate"
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
@@ -116,31 +116,42 @@ class _BoundedStream(httpx.AsyncByteStream):
         await self._inner.aclose()
 
 
-class _Bounds:
-    """The two event hooks: stamp each request's start, wrap each answer's body."""
+class BoundedAsyncClient(httpx.AsyncClient):
+    """An ``httpx.AsyncClient`` whose ``send`` bounds every answer (see the module)."""
 
-    def __init__(self, max_bytes: int, total_seconds: float) -> None:
+    def __init__(self, *, max_bytes: int, total_seconds: float, **options: Any) -> None:
+        super().__init__(**options)
         self.max_bytes = max_bytes
         self.total_seconds = total_seconds
-        self._started: weakref.WeakKeyDictionary[httpx.Request, float] = weakref.WeakKeyDictionary()
 
-    async def on_request(self, request: httpx.Request) -> None:
+    async def send(
+        self, request: httpx.Request, *, stream: bool = False, **options: Any
+    ) -> httpx.Response:
+        """Send ``request``; its answer's headers and body must all come within the bound."""
         request.headers["Accept-Encoding"] = OFFERED_ENCODINGS
-        self._started[request] = asyncio.get_running_loop().time()
+        deadline = asyncio.get_running_loop().time() + self.total_seconds
+        try:
+            async with asyncio.timeout_at(deadline):
+                response = await super().send(request, stream=True, **options)
+        except TimeoutError:
+            raise httpx.ReadTimeout("no answer in time", request=request) from None
+        try:
+            self._bound(response, deadline)
+            if not stream:
+                await response.aread()
+        except BaseException:
+            await response.aclose()
+            raise
+        return response
 
-    async def on_response(self, response: httpx.Response) -> None:
-        now = asyncio.get_running_loop().time()
-        started = self._started.pop(response.request, now)
+    def _bound(self, response: httpx.Response, deadline: float) -> None:
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
-            await response.aclose()
             raise AnswerTooLarge(self.max_bytes)
         inflater = _inflater_for(response)
         if not isinstance(response.stream, httpx.AsyncByteStream):
             raise httpx.DecodingError("not an asynchronous answer")
-        response.stream = _BoundedStream(
-            response.stream, inflater, self.max_bytes, started + self.total_seconds
-        )
+        response.stream = _BoundedStream(response.stream, inflater, self.max_bytes, deadline)
 
 
 def _inflater_for(response: httpx.Response) -> _Inflater | None:
@@ -159,9 +170,4 @@ def bounded_client(*, max_bytes: int, total_seconds: float, **options: Any) -> h
     """An ``httpx.AsyncClient`` (``options`` as httpx takes them: timeout, limits, headers…)
     whose every answer is read whole within ``max_bytes`` decoded bytes and ``total_seconds``
     from the request's start."""
-    bounds = _Bounds(max_bytes, total_seconds)
-    hooks: dict[str, list[Callable[..., Any]]] = {
-        "request": [bounds.on_request],
-        "response": [bounds.on_response],
-    }
-    return httpx.AsyncClient(event_hooks=hooks, **options)
+    return BoundedAsyncClient(max_bytes=max_bytes, total_seconds=total_seconds, **options)

@@ -70,7 +70,7 @@ async def test_every_capability_read_whole_however_the_answer_is_written(wire: W
 
 OVERSIZED = {
     # never ends: bytes until the client hangs up
-    "endless": (Wire(encoding=None, endless=True), json_reply({})),
+    "endless": (Wire(encoding=None, endless=True, write_sizes=(512, 8192)), json_reply({})),
     # 24 MB of JSON compressed to a few KB, with a small honest Content-Length
     "gzip-bomb": (
         Wire(chunked=False, encoding="gzip"),
