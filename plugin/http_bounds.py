@@ -69,8 +69,8 @@ class _Inflater:
             raise httpx.DecodingError("corrupt compressed answer") from None
 
     def finish(self) -> None:
-        """A compressed body must end where its stream says it ends."""
-        if not self._z.eof:
+        """A compressed body must end where its stream says it ends (an empty one is empty)."""
+        if self._started and not self._z.eof:
             raise httpx.DecodingError("compressed answer cut short")
 
 
