@@ -180,6 +180,12 @@ class Hit:
     score: float
 
 
+# Open flags of a runbook read: never follow a link, never wait for a FIFO's writer, never take
+# a terminal (as the JSONL audit writer and the log folder reader open their files).
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+
+
 def _runbook_files(root: Path) -> Iterator[Path]:
     """``*.md`` entries under ``root``, never entering a symlinked directory."""
     for directory, dirnames, filenames in os.walk(root, followlinks=False):
@@ -268,13 +274,42 @@ def _split_sections(rel: str, text: str) -> list[Section]:
 
 
 def _read_served(root: Path, rel: str) -> bytes | None:
-    """The bytes of a listed runbook, re-checked at open time (it may have been swapped for a
-    symlink since the scan); ``None`` if it is no longer served or too large."""
-    info = _served(root, root / rel)
-    if info is None or info.st_size > MAX_RUNBOOK_BYTES:
+    """The bytes of a listed runbook, decided on the open descriptor (the file may have been
+    swapped for a symlink, a FIFO or a device since the scan, or between any check and the
+    open); ``None`` if it is no longer served or too large."""
+    try:
+        real = (root / rel).resolve(strict=True)
+    except (OSError, RuntimeError):  # vanished, dangling, looping
         return None
-    with (root / rel).resolve(strict=True).open("rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+    if real == root or not real.is_relative_to(root):
+        return None
+    fd = _open_inside(root, real.relative_to(root).parts)
+    return _read_regular(fd) if fd is not None else None
+
+
+def _open_inside(root: Path, parts: tuple[str, ...]) -> int | None:
+    """A descriptor of ``root/parts`` reached without following any link: each directory opened
+    with ``O_NOFOLLOW`` relative to the one before, the file with ``O_NOFOLLOW | O_NONBLOCK``
+    (a FIFO never blocks the open, a terminal is never taken); ``None`` if anything refuses."""
+    dirs: list[int] = []
+    try:
+        dirs.append(os.open(root, _DIR_FLAGS))
+        for part in parts[:-1]:
+            dirs.append(os.open(part, _DIR_FLAGS, dir_fd=dirs[-1]))
+        return os.open(parts[-1], _FILE_FLAGS, dir_fd=dirs[-1])
+    except OSError:  # a link (ELOOP/ENOTDIR), gone, a FIFO without writer (ENXIO), denied…
+        return None
+    finally:
+        for opened in dirs:
+            os.close(opened)
+
+
+def _read_regular(fd: int) -> bytes | None:
+    """The content behind ``fd`` if ``fstat`` says a regular file of at most
+    ``MAX_RUNBOOK_BYTES``, read bounded (it may still grow); closes ``fd``."""
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RUNBOOK_BYTES:
             return None
         raw = handle.read(MAX_RUNBOOK_BYTES + 1)
     return raw if len(raw) <= MAX_RUNBOOK_BYTES else None

@@ -25,6 +25,11 @@ probed. Endpoint errors are summarised as the HTTP status and a short code (the 
 ``code`` or ``type`` when it looks like an identifier, and its ``param`` when that names a key
 of the request) — never the error message or the raw body. The API key only goes into the
 ``Authorization`` header.
+
+Every answer (error bodies too) is read whole, decoded, within ``MAX_ANSWER_BYTES`` and within
+the probe's bound from its start to its last byte (``plugin.http_bounds``): a larger answer
+stops the probing with "answered more than N bytes", a body that cannot be decoded with
+"answered a body that cannot be decoded" — never the body itself.
 """
 
 from __future__ import annotations
@@ -39,7 +44,10 @@ from typing import Any
 
 import httpx
 
+from plugin.http_bounds import AnswerTooLarge, bounded_client
+
 __all__ = [
+    "MAX_ANSWER_BYTES",
     "MAX_PROBE_SECONDS",
     "Capability",
     "Finding",
@@ -52,6 +60,9 @@ __all__ = [
 
 MAX_PROBE_SECONDS = 120.0
 """The longest one probe request may wait, whatever ``DIAG_MODEL_TIMEOUT_SECONDS`` says."""
+MAX_ANSWER_BYTES = 1024 * 1024
+"""The most one probe answer may carry, decoded (the answers asked for are a few hundred bytes:
+``max_tokens`` is small)."""
 _PROGRESS_EVERY_SECONDS = (1.0, 5.0)  # between progress lines: bound/10, within these
 
 PROBE_TOOL = "probe_echo"
@@ -355,6 +366,10 @@ async def _send(
         response = await client.post(url, json=body)
     except httpx.TimeoutException:
         return Answer(None, _no_answer(request_seconds), fatal=True)
+    except AnswerTooLarge as exc:
+        return Answer(None, f"answered more than {exc.limit} bytes", fatal=True)
+    except httpx.DecodingError:
+        return Answer(None, "answered a body that cannot be decoded", fatal=True)
     except httpx.HTTPError as exc:
         return Answer(None, f"unreachable ({type(exc).__name__})", fatal=True)
     if not 200 <= response.status_code < 300:
@@ -465,7 +480,12 @@ async def probe_model(
     url = base_url.rstrip("/") + "/chat/completions"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     answers: list[Answer] = []
-    async with httpx.AsyncClient(timeout=request_seconds, headers=headers) as client:
+    async with bounded_client(
+        max_bytes=MAX_ANSWER_BYTES,
+        total_seconds=request_seconds,
+        timeout=request_seconds,
+        headers=headers,
+    ) as client:
         for capability, body in probe_bodies(model).items():
             if report.stopped:
                 report.capabilities[capability] = Finding(False, f"not probed: {report.stopped}")

@@ -21,6 +21,13 @@ and refuses a response whose text is larger than any Draft may be (``OversizedRe
 before the framework's memory tokenizes it: tiktoken needs minutes of CPU on a multi-megabyte
 text, in a worker thread that neither the deadline nor a cancel can stop.
 (The instrumentation dispatcher swallows handler exceptions, so it could not enforce anything.)
+
+``model_http_client`` is the one pooled HTTP client the model requests of a process go through
+(``plugin.http_bounds``): each answer is read whole, decoded, within ``answer_cap`` (4 MB with
+the default settings) and within ``DIAG_MODEL_TIMEOUT_SECONDS`` from the request's start to its
+last byte. An endpoint streaming gigabytes ends the run ``MODEL_ERROR OVERSIZED_RESPONSE``
+after a few MB; one trickling bytes ends it ``MODEL_ERROR TIMEOUT`` (or the run's deadline
+comes first).
 """
 
 from __future__ import annotations
@@ -40,20 +47,31 @@ from llama_index.llms.openai import OpenAI
 from plugin.contract.draft import draft_strict_schema
 from plugin.harness.context import RunContext
 from plugin.harness.hooks import ModelRound
+from plugin.http_bounds import bounded_client
 
 __all__ = [
     "DRAFT_SCHEMA_NAME",
+    "MODEL_ANSWER_MAX_BYTES",
     "DiagnosisLLM",
     "ModelRoundGate",
     "OversizedResponse",
     "StructuredOutput",
+    "answer_cap",
     "build_llm",
     "draft_response_format",
+    "model_http_client",
 ]
 
 StructuredOutput = Literal["off", "json_schema"]
 
 DRAFT_SCHEMA_NAME = "DiagnosisDraft"
+
+MODEL_ANSWER_MAX_BYTES = 4 * 1024 * 1024
+"""The most one model answer's body may carry, decoded, with the default settings: a Draft is
+at most ``DIAG_MAX_DRAFT_BYTES`` (16 KB by default), and JSON escaping, tool calls and a
+reasoning text stay far below this; what is larger is a broken or hostile endpoint, refused
+before it fills the memory. A larger ``DIAG_MAX_DRAFT_BYTES`` raises it (``answer_cap``)."""
+_ANSWER_PER_DRAFT_BYTE = 8  # a \uXXXX escape is 6 bytes for one character, plus the envelope
 
 # Without reported usage, tokens are estimated from bytes (about 4 bytes a token, rounded up).
 _BYTES_PER_TOKEN = 4
@@ -270,4 +288,25 @@ def build_llm(
         ),
         strict=strict,
         additional_kwargs={"response_format": response_format} if strict else None,
+    )
+
+
+def answer_cap(max_draft_bytes: int) -> int:
+    """The byte cap of one model answer: room for the largest Draft, escaped, at least
+    ``MODEL_ANSWER_MAX_BYTES``."""
+    return max(MODEL_ANSWER_MAX_BYTES, _ANSWER_PER_DRAFT_BYTE * max_draft_bytes)
+
+
+def model_http_client(
+    *, timeout_seconds: float, connections: int, max_draft_bytes: int
+) -> httpx.AsyncClient:
+    """The pooled HTTP client of every model request of a process: answers bounded in bytes
+    (``answer_cap``) and, from a request's start to its last byte, in time."""
+    return bounded_client(
+        max_bytes=answer_cap(max_draft_bytes),
+        total_seconds=timeout_seconds,
+        timeout=timeout_seconds,
+        limits=httpx.Limits(
+            max_connections=connections, max_keepalive_connections=min(20, connections)
+        ),
     )

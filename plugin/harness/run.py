@@ -44,7 +44,8 @@ from plugin.harness.catalog import Catalogues
 from plugin.harness.context import RunContext, new_run_id
 from plugin.harness.hooks import HookSet, StepHook
 from plugin.harness.interceptor import ToolInterceptor
-from plugin.harness.model import OversizedResponse, build_llm
+from plugin.harness.model import OversizedResponse, build_llm, model_http_client
+from plugin.http_bounds import AnswerTooLarge
 from plugin.log import bind_run_id
 from plugin.settings import Settings
 from plugin.tools.base import EvidenceAdapter, ToolName
@@ -88,12 +89,10 @@ class Harness:
         )
         # One pooled HTTP client for every model request of this process, closed by aclose().
         if self.http_client is None:
-            self.http_client = httpx.AsyncClient(
-                timeout=self.settings.model_request_timeout_seconds,
-                limits=httpx.Limits(
-                    max_connections=self.model_connections,
-                    max_keepalive_connections=min(20, self.model_connections),
-                ),
+            self.http_client = model_http_client(
+                timeout_seconds=self.settings.model_request_timeout_seconds,
+                connections=self.model_connections,
+                max_draft_bytes=self.settings.max_draft_bytes,
             )
 
     async def aclose(self) -> None:
@@ -361,6 +360,9 @@ async def _abort(handler: WorkflowHandler, run: asyncio.Future[Any]) -> None:
 
 def _classify_failure(ctx: RunContext, exc: BaseException) -> tuple[FailureCode, str]:
     chain = _exception_chain(exc)
+    refused = _refused_by_http_client(chain)
+    if refused:
+        return FailureCode.MODEL_ERROR, refused
     for item in chain:
         if isinstance(item, OversizedResponse):
             if item.final:
@@ -382,6 +384,16 @@ def _classify_failure(ctx: RunContext, exc: BaseException) -> tuple[FailureCode,
         return FailureCode.MODEL_ERROR, "BAD_RESPONSE"
     _log.error("run %s failed: %s", ctx.run_id, type(exc).__name__)
     return FailureCode.AGENT_ERROR, "UNCLASSIFIED"
+
+
+def _refused_by_http_client(chain: Sequence[BaseException]) -> str:
+    """The detail of an answer the model HTTP client itself refused (``plugin.http_bounds``;
+    the SDK wraps it as a connection error), or ''."""
+    if any(isinstance(item, AnswerTooLarge) for item in chain):
+        return "OVERSIZED_RESPONSE"
+    if any(isinstance(item, httpx.DecodingError) for item in chain):
+        return "BAD_RESPONSE"
+    return ""
 
 
 def _endpoint(request: httpx.Request) -> str:

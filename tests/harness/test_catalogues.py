@@ -1,8 +1,9 @@
 """What the model is told (CONTRACTS §3): ``asked_at`` and the catalogues in the tool
 descriptions, asserted on the request bodies the scripted model server receives.
 
-The catalogues come from the real adapters: a folder log source, a local fake Loki, the bundled
-runbooks and the real MariaDB schema through the read-only account.
+The catalogues come from the real adapters: a folder log source, the fragmenting socket fake
+Loki (``tests/tools/fake_loki.py``: small writes, chunked, gzip), the bundled runbooks and the
+real MariaDB schema through the read-only account.
 """
 
 from __future__ import annotations
@@ -10,13 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from plugin.audit import JsonlAuditSink
 from plugin.contract.prompts import prompt_set
@@ -40,6 +39,7 @@ from tests.harness.support import (
     tool_messages,
     tool_step,
 )
+from tests.tools.fake_loki import FakeLoki, Reply, json_reply, start_fake_loki
 
 ASKED_AT = datetime(2026, 11, 28, 10, 20, tzinfo=UTC)
 NO_CONCLUSION = draft_json(conclusion=False)
@@ -203,48 +203,34 @@ async def test_mysql_catalogue_is_the_allowed_tables_the_account_sees(
 # --- Loki -----------------------------------------------------------------------------------
 
 
-@dataclass
-class FakeLokiLabels:
-    """A local HTTP server answering Loki's label values and query_range, recording requests."""
+NO_STREAMS = {"status": "success", "data": {"resultType": "streams", "result": []}}
 
-    url: str = ""
-    label_requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
-    values: list[str] = field(default_factory=list)
-    answer: Callable[[], web.StreamResponse] | None = None
 
-    async def labels(self, request: web.Request) -> web.StreamResponse:
-        self.label_requests.append((request.match_info["label"], dict(request.query)))
-        if self.answer is not None:
-            return self.answer()
-        return web.json_response({"status": "success", "data": self.values})
+def label_requests(fake: FakeLoki) -> list[tuple[str, dict[str, str]]]:
+    """Each ``/loki/api/v1/label/<name>/values`` request: the label's name and the query."""
+    prefix, suffix = "/loki/api/v1/label/", "/values"
+    return [
+        (path.removeprefix(prefix).removesuffix(suffix), query)
+        for path, query in zip(fake.paths, fake.requests, strict=True)
+        if path.startswith(prefix) and path.endswith(suffix)
+    ]
 
-    async def query_range(self, request: web.Request) -> web.StreamResponse:
-        if "step" in request.query:
-            data: dict[str, Any] = {"resultType": "matrix", "result": []}
-        else:
-            data = {"resultType": "streams", "result": []}
-        return web.json_response({"status": "success", "data": data})
+
+def label_values(*values: str) -> Callable[[], Reply]:
+    return lambda: json_reply({"status": "success", "data": list(values)})
 
 
 @pytest.fixture
-async def loki() -> AsyncIterator[FakeLokiLabels]:
-    fake = FakeLokiLabels()
-    app = web.Application()
-    app.router.add_get("/loki/api/v1/label/{label}/values", fake.labels)
-    app.router.add_get("/loki/api/v1/query_range", fake.query_range)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    fake.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    yield fake
-    await runner.cleanup()
+async def loki() -> AsyncIterator[FakeLoki]:
+    """The fragmenting fake Loki (chunked, gzip, small writes): label values and query_range."""
+    async with start_fake_loki(FakeLoki(reply=lambda: json_reply(NO_STREAMS))) as served:
+        yield served
 
 
 async def test_loki_services_are_the_label_values_of_the_last_24_hours(
-    model_server: StartServer, tmp_path: Path, loki: FakeLokiLabels
+    model_server: StartServer, tmp_path: Path, loki: FakeLoki
 ) -> None:
-    loki.values = ["stripe-gateway", "payment-api", "payment-api"]
+    loki.labels = label_values("stripe-gateway", "payment-api", "payment-api")
     server = await model_server([final_step(NO_CONCLUSION)])
     built = real_harness(server, tmp_path, DIAG_LOGS_SOURCE=loki.url, DIAG_LOKI_SERVICE_LABEL="app")
     await ask(built)
@@ -252,18 +238,18 @@ async def test_loki_services_are_the_label_values_of_the_last_24_hours(
         "payment-api",
         "stripe-gateway",
     ]
-    [(label, query)] = loki.label_requests
+    [(label, query)] = label_requests(loki)
     assert label == "app"
     span_ns = int(query["end"]) - int(query["start"])
     assert span_ns == 24 * 3600 * 1_000_000_000
 
 
 async def test_a_catalogue_that_cannot_be_read_leaves_the_tool_usable(
-    model_server: StartServer, tmp_path: Path, loki: FakeLokiLabels
+    model_server: StartServer, tmp_path: Path, loki: FakeLoki
 ) -> None:
     """Loki answers the label request with HTTP 500: the description says the list is
     unavailable, and a query_logs call still runs (it reaches the adapter)."""
-    loki.answer = lambda: web.json_response({"error": "down"}, status=500)
+    loki.labels = lambda: json_reply({"error": "down"}, status=500)
     server = await model_server(
         [tool_step(call("c1", "query_logs", LOGS_INPUT)), final_step(NO_CONCLUSION)]
     )

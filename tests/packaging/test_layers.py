@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "plugin"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "aio", "log", "resources", "doubles"),
+    ("errors", "aio", "log", "http_bounds", "resources", "doubles"),
     ("contract",),
     ("settings",),
     ("tools",),

@@ -2,7 +2,9 @@
 
 Each case asserts the defined outcome (CONTRACTS §6), the observation error code the model saw,
 the model server's request count (no retry anywhere), the run's audit record, and that the same
-Harness then serves a healthy diagnosis.
+Harness then serves a healthy diagnosis. Loki is the fragmenting socket fake
+(``tests/tools/fake_loki.py``); the model server's wire faults (chunked, gzip, endless, trickle,
+reset mid-body) are in ``test_model_wire.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from plugin.contract.request import DiagnosisRequest
 from plugin.contract.result import FailureCode, Outcome
@@ -43,6 +44,7 @@ from tests.reliability.support import (
     observations,
     settings,
 )
+from tests.tools.fake_loki import FakeLoki, start_fake_loki
 
 SLOW_SQL = (
     "SELECT COUNT(*) FROM orders a, orders b, orders c, payments d "
@@ -73,6 +75,10 @@ def completion_body(content: str | None, **message: Any) -> str:
 
 
 TEN_MB = 10 * 1024 * 1024
+"""Past the model HTTP client's cap (``plugin.harness.model.answer_cap``): refused as it arrives."""
+THREE_MB = 3 * 1024 * 1024
+"""Under that cap, multi-megabyte: read whole, then judged by the harness (the gate, the
+Draft parser)."""
 BIG_TOOL_CALL = {
     "tool_calls": [
         {
@@ -119,20 +125,37 @@ MODEL_FAULTS = [
         "BAD_RESPONSE",
     ),
     ModelFault(
-        "ten-mb-garbage", ModelStep(raw_body="[" * TEN_MB), FailureCode.MODEL_ERROR, "BAD_RESPONSE"
+        "three-mb-garbage",
+        ModelStep(raw_body="[" * THREE_MB),
+        FailureCode.MODEL_ERROR,
+        "BAD_RESPONSE",
     ),
-    # A 10 MB final text is an oversized Draft; it must be refused without first spending
+    # A 3 MB final text is an oversized Draft; it must be refused without first spending
     # minutes of CPU in the framework (the deadline below would otherwise end the run).
     ModelFault(
-        "ten-mb-final-text",
-        ModelStep(raw_body=completion_body("x" * TEN_MB)),
+        "three-mb-final-text",
+        ModelStep(raw_body=completion_body("x" * THREE_MB)),
         FailureCode.INVALID_DRAFT,
         "OVERSIZED",
         {"DIAG_DEADLINE_SECONDS": 15},
     ),
     ModelFault(
-        "ten-mb-text-beside-a-tool-call",
-        ModelStep(raw_body=completion_body("x" * TEN_MB, **BIG_TOOL_CALL)),
+        "three-mb-text-beside-a-tool-call",
+        ModelStep(raw_body=completion_body("x" * THREE_MB, **BIG_TOOL_CALL)),
+        FailureCode.MODEL_ERROR,
+        "OVERSIZED_RESPONSE",
+        {"DIAG_DEADLINE_SECONDS": 15},
+    ),
+    # Past the HTTP client's cap, whatever the body is: refused before it is all in memory.
+    ModelFault(
+        "ten-mb-garbage",
+        ModelStep(raw_body="[" * TEN_MB),
+        FailureCode.MODEL_ERROR,
+        "OVERSIZED_RESPONSE",
+    ),
+    ModelFault(
+        "ten-mb-final-text",
+        ModelStep(raw_body=completion_body("x" * TEN_MB)),
         FailureCode.MODEL_ERROR,
         "OVERSIZED_RESPONSE",
         {"DIAG_DEADLINE_SECONDS": 15},
@@ -304,46 +327,11 @@ async def test_mysql_pool_exhausted_by_a_concurrent_slow_query(
         await server.stop()
 
 
-@dataclass
-class FakeLoki:
-    """Loki's query_range on loopback, answering after ``delay`` seconds."""
-
-    delay: float = 0.0
-    requests: int = 0
-    queries: list[str] = field(default_factory=list)
-    _runner: web.AppRunner | None = None
-    url: str = ""
-
-    async def handle(self, request: web.Request) -> web.Response:
-        self.requests += 1
-        self.queries.append(request.query.get("query", ""))
-        await asyncio.sleep(self.delay)
-        return web.json_response(
-            {"status": "success", "data": {"resultType": "streams", "result": []}}
-        )
-
-    async def start(self) -> FakeLoki:
-        app = web.Application()
-        app.router.add_get("/loki/api/v1/query_range", self.handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        assert site._server is not None
-        port = next(iter(site._server.sockets)).getsockname()[1]  # type: ignore[attr-defined]
-        self.url = f"http://127.0.0.1:{port}"
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-
 @pytest.fixture
 async def slow_loki() -> AsyncIterator[FakeLoki]:
-    loki = await FakeLoki(delay=5.0).start()
-    yield loki
-    await loki.stop()
+    """The fragmenting fake Loki (chunked, gzip, small writes), answering after 5 s."""
+    async with start_fake_loki(FakeLoki(delay=5.0)) as served:
+        yield served
 
 
 LOGS = {"service": "payment-api", **LOGS_WINDOW, "level": "ERROR"}
@@ -361,8 +349,11 @@ async def test_loki_slow(model_server: StartServer, tmp_path: Path, slow_loki: F
     await _one_tool_run(model_server, tmp_path, table, "query_logs", LOGS, "TIMEOUT")
     # One query_logs call asks Loki for the counts (a metric query) and a sample, at once;
     # a timeout is never retried: no query is sent twice.
-    assert 1 <= slow_loki.requests <= 2
-    assert len(set(slow_loki.queries)) == len(slow_loki.queries)
+    # (The catalogue's label request, before the run, is not a query.)
+    sent = slow_loki.count_requests + slow_loki.log_requests
+    assert 1 <= len(sent) <= 2
+    queries = [query["query"] for query in sent]
+    assert len(set(queries)) == len(queries)
 
 
 KB = {"query": "db pool exhausted 连接池", "top_k": 2}
@@ -399,8 +390,10 @@ async def test_knowledge_folder_removed_mid_run(model_server: StartServer, tmp_p
     # Rescan on every call: the folder disappears between two lookups of one run.
     table = build_adapters(
         settings(
-            "http://unused", tmp_path,
-            DIAG_KNOWLEDGE_DIR=str(folder), DIAG_KNOWLEDGE_RESCAN_SECONDS="0",
+            "http://unused",
+            tmp_path,
+            DIAG_KNOWLEDGE_DIR=str(folder),
+            DIAG_KNOWLEDGE_RESCAN_SECONDS="0",
         )
     )
     server = await model_server(

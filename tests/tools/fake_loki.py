@@ -7,7 +7,7 @@ and never answers.
 It is written on bare ``asyncio`` streams rather than an HTTP framework so that every byte and
 every write is under the test's control (a framework writes an answer in one piece, which is
 what hid the partial-read bug). Requests are parsed just enough for Loki's API: the request
-line, the headers and the query string; keep-alive is honoured.
+line, the headers, the query string and a ``Content-Length`` body; keep-alive is honoured.
 """
 
 from __future__ import annotations
@@ -103,6 +103,8 @@ class FakeLoki:
     requests: list[dict[str, str]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
+    """Every request's body (a POST's; empty for Loki's GETs)."""
     reply: Callable[[], Reply] = field(default=lambda: json_reply({}))
     """The answer to a log query (the sample, the oldest line)."""
     counts: Callable[[dict[str, str]], Reply] = field(
@@ -168,6 +170,8 @@ class FakeLoki:
         lines = head.decode("latin-1").split("\r\n")
         _method, target, _version = lines[0].split(" ", 2)
         headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+        length = next((v for k, v in headers.items() if k.lower() == "content-length"), "0")
+        self.bodies.append(await reader.readexactly(int(length)))
         parts = urlsplit(target)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
         self.paths.append(parts.path)
