@@ -1,7 +1,9 @@
 """The strict Draft gate (``plugin/draft.py``) at its exact boundaries (written for its
 cosmic-ray run): every length and count limit of CONTRACTS §5 accepted at the limit and refused
 one past it, the byte cap counted in UTF-8, a citation set equal to the READY ids accepted,
-which defect each kind of bad text gets, and the schemas handed out as fresh copies."""
+which defect each kind of bad text gets, and the schemas handed out as fresh copies; a Draft
+that passed the gate cannot be edited, a wide object is a SCHEMA defect (not a duplicate key),
+and the limit and the READY ids are passed by name."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from plugin.draft import (
     DiagnosisDraft,
@@ -250,3 +253,28 @@ def test_the_schemas_are_fresh_copies_of_the_draft_model() -> None:
         "recommendations",
         "limitations",
     }
+
+
+def test_a_draft_cannot_change_once_it_passed_the_gate() -> None:
+    draft = _parse(_draft(analysis=[_finding()]), ["call-1"])
+    with pytest.raises(ValidationError):
+        draft.conclusion = None  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        draft.analysis[0].evidence.tool_call_ids = ("call-9",)  # type: ignore[misc,union-attr]
+    assert draft.cited_ids() == frozenset({"call-1"})
+
+
+def test_many_distinct_keys_are_a_schema_defect_not_a_duplicate() -> None:
+    wide = {f"k{n}": n for n in range(300)}
+    assert _defect(json.dumps(wide)) is DraftDefect.SCHEMA
+    assert _defect(json.dumps(_draft(limitations={"checked_scope": [], **wide}))) is (
+        DraftDefect.SCHEMA
+    )
+    assert _defect(json.dumps(wide)[:-1] + ', "k7": 7}') is DraftDefect.DUPLICATE_KEY
+
+
+def test_the_limit_and_the_ready_ids_are_passed_by_name() -> None:
+    body = json.dumps(_draft())
+    with pytest.raises(TypeError):
+        parse_draft(body, 1 << 20, READY)  # type: ignore[misc]
+    assert parse_draft(text=body, max_bytes=1 << 20, ready_ids=READY).cited_ids() == {"call-1"}
