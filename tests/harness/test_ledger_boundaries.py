@@ -68,8 +68,9 @@ def test_ready_and_error_calls_ran_a_rejected_one_did_not(
 
 def test_an_invocation_of_another_run_is_refused() -> None:
     ledger = InvocationLedger(RUN)
-    with pytest.raises(ValueError):
-        ledger.record(Invocation("c1", "run-2", LOGS, READY))
+    for other in ("run-2", "run-0", "run-1 "):  # after, before and near the ledger's own
+        with pytest.raises(ValueError):
+            ledger.record(Invocation("c1", other, LOGS, READY))
     assert len(ledger) == 0
     ledger.record(_call("c1"))
     assert [i.tool_call_id for i in ledger] == ["c1"]
@@ -133,6 +134,8 @@ def test_consuming_the_pending_evaluation_clears_it_and_only_that() -> None:
     ledger.consume("c1", Evaluation.GAINED)
     assert ledger.pending_evaluation == "c2"
     assert ledger.find("c1").evaluation is Evaluation.GAINED  # type: ignore[union-attr]
+    ledger.consume("c3", Evaluation.GAINED)  # an id that sorts after the pending one
+    assert ledger.pending_evaluation == "c2"
     ledger.consume("c2", Evaluation.NO_GAIN)
     assert ledger.pending_evaluation is None
     assert ledger.find("c2").evaluation is Evaluation.NO_GAIN  # type: ignore[union-attr]
