@@ -2,13 +2,17 @@
 survivors of ``plugin/contract/request.py``): a previous turn or a whole message of exactly its
 limit is
 accepted and one byte more is refused; CJK text is counted and sent as UTF-8, never as ``\\u``
-escapes (which would triple its size); the frozen turn is immutable; the turn budget leaves
-room for a full-size follow-up query next to it."""
+escapes (which would triple its size); the frozen turn, the request and its limits are
+immutable; the turn budget leaves room for a full-size follow-up query next to it (a turn of
+exactly that budget and a query of exactly its limit are accepted together). Also here, so the
+mutation run kills them in its fast first step: the query limit at its exact byte, blank
+queries, ``asked_at`` rendered and parsed, odd Slack ``ts`` values that have no moment."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from pydantic import ValidationError
@@ -18,7 +22,10 @@ from plugin.contract.request import (
     DiagnosisRequest,
     InputLimits,
     PreviousTurn,
+    format_asked_at,
     model_input,
+    parse_asked_at,
+    slack_ts_moment,
 )
 from plugin.errors import InputRejected, InputRejection
 
@@ -87,3 +94,77 @@ def test_the_turn_budget_leaves_room_for_a_full_size_follow_up(
     query: int, turn: int, total: int, budget: int
 ) -> None:
     assert InputLimits(query, turn, total).turn_budget() == budget
+
+
+@pytest.mark.parametrize(
+    ("ts", "moment"),
+    [
+        ("1764324000.000100", datetime(2025, 11, 28, 10, 0, 0, 100, tzinfo=UTC)),
+        ("0.0", datetime(1970, 1, 1, tzinfo=UTC)),
+        ("abc", None),  # ValueError
+        ("nan", None),  # ValueError
+        ("1e12", None),  # ValueError: year out of range
+        ("1e400", None),  # OverflowError
+        ("1e18", None),  # OSError
+    ],
+)
+def test_an_odd_slack_ts_has_no_moment(ts: str, moment: datetime | None) -> None:
+    assert slack_ts_moment(ts) == moment
+
+
+def test_asked_at_is_rendered_in_utc_to_the_second() -> None:
+    paris = timezone(timedelta(hours=1))
+    assert format_asked_at(datetime(2026, 11, 28, 11, 30, 59, 999999, tzinfo=paris)) == (
+        "2026-11-28T10:30:59Z"
+    )
+    with pytest.raises(ValueError):
+        format_asked_at(datetime(2026, 11, 28, 10, 30))
+
+
+def test_asked_at_is_parsed_with_its_zone_or_refused() -> None:
+    assert parse_asked_at(" 2026-11-28T11:30:00+01:00\n") == ASKED
+    assert parse_asked_at("2026-11-28T10:30:00Z").utcoffset() == timedelta(0)
+    for odd in ("2026-11-28T10:30:00", "yesterday", "2026-11-28T10:30:00 UTC"):
+        with pytest.raises(ValueError):
+            parse_asked_at(odd)
+    with pytest.raises(OverflowError):  # out of range once in UTC: refused here, not in a run
+        parse_asked_at("0001-01-01T00:00:00+01:00")
+
+
+@pytest.mark.parametrize("query", ["q" * 40, "连" * 13 + "x"])
+def test_a_query_of_exactly_its_limit_is_accepted(query: str) -> None:
+    size = len(query.encode("utf-8"))
+    assert json.loads(
+        model_input(DiagnosisRequest(query, None, ASKED), InputLimits(size, BIG, BIG))
+    ) == {"query": query, "previous_turn": None, "asked_at": "2026-11-28T10:30:00Z"}
+    with pytest.raises(InputRejected) as refused:
+        model_input(DiagnosisRequest(query, None, ASKED), InputLimits(size - 1, BIG, BIG))
+    assert refused.value.code is InputRejection.QUERY_TOO_LARGE
+    for blank in ("", " \n\t"):
+        with pytest.raises(InputRejected) as refused:
+            model_input(DiagnosisRequest(blank, None, ASKED), InputLimits(BIG, BIG, BIG))
+        assert refused.value.code is InputRejection.BLANK_QUERY
+
+
+@pytest.mark.parametrize("char", ["x", "连"])
+def test_a_turn_of_its_budget_leaves_room_for_a_full_size_follow_up(char: str) -> None:
+    limits = InputLimits(max_query_bytes=600, max_previous_turn_bytes=4096, max_input_bytes=1400)
+    budget = limits.turn_budget()
+    assert budget == 1400 - 600 - ENVELOPE_BYTES
+    turn = _turn("")
+    filler = budget - len(turn.to_json().encode("utf-8"))
+    turn = _turn(char * (filler // len(char.encode("utf-8"))) + "x" * (filler % len(char.encode())))
+    assert len(turn.to_json().encode("utf-8")) == budget
+    query = "q" * 600
+    message = model_input(DiagnosisRequest(query, turn, ASKED), limits)
+    assert len(message.encode("utf-8")) <= limits.max_input_bytes
+
+
+def test_a_request_and_its_limits_cannot_change_once_made() -> None:
+    request = DiagnosisRequest("payment-api 5xx", None, ASKED)
+    limits = InputLimits(100, 100, 1000)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.query = "  "  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        limits.max_input_bytes = BIG  # type: ignore[misc]
+    assert (request.query, limits.max_input_bytes) == ("payment-api 5xx", 1000)
