@@ -1,4 +1,4 @@
-"""The ToolBoundary ledger (``plugin/harness/ledger.py``) rule by rule (written for its cosmic-ray run):
+"""The ToolBoundary ledger (``plugin/harness/ledger.py``) rule by rule (for its cosmic-ray run):
 what counts as executed, which ids are READY (exactly, never near-misses), what an evaluation
 does to the NO_GAIN streak, which STOP_REQUIRED the model has already seen, that the first
 stop's round and cause are kept, and that a canonical invocation starts empty."""
