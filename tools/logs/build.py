@@ -17,6 +17,7 @@ __all__ = [
     "build_log_source",
 ]
 
+
 class UnconfiguredLogSource:
     """``DIAG_LOGS_SOURCE`` unset: every query answers ``NOT_CONFIGURED`` (never demo data)."""
 

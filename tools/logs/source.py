@@ -72,7 +72,6 @@ class LogSource(Protocol):
         ...
 
 
-
 def newest_page(records: list[LogRecord], limit: int) -> LogPage:
     ordered = sorted(records, key=lambda r: r.ts, reverse=True)
     return LogPage(items=ordered[:limit], truncated=len(ordered) > limit)

@@ -197,7 +197,6 @@ def _source_name(source: exp.Expr) -> str:
     return source.alias_or_name.casefold() if isinstance(source, exp.Expr) else ""
 
 
-
 # --- shapes --------------------------------------------------------------------------------------
 
 
