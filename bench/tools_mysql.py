@@ -15,8 +15,8 @@ from bench.common import Row, Sizes, judged, median, percentile
 from plugin.tools.base import AdapterCall, Ready
 from plugin.tools.mysql import MysqlAdapter, parse_dsn
 from plugin.tools.schemas import MysqlInput
-from plugin.tools.sql_bounds import Schema, column_shape
-from plugin.tools.sql_guard import Prepared, prepare_sql
+from plugin.tools.sql.bounds import Schema, column_shape
+from plugin.tools.sql.guard import Prepared, prepare_sql
 
 __all__ = ["DEFAULT_DSN", "run_mysql"]
 

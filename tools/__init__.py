@@ -6,6 +6,9 @@ from plugin.tools.base import (
     AdapterResult,
     EvidenceAdapter,
     Failed,
+    ProbeReport,
+    ProbeStatus,
+    ProbingAdapter,
     Ready,
     ToolName,
 )
@@ -32,6 +35,9 @@ __all__ = [
     "LogsInput",
     "MysqlInput",
     "MysqlRow",
+    "ProbeReport",
+    "ProbeStatus",
+    "ProbingAdapter",
     "Ready",
     "ToolName",
 ]

@@ -10,11 +10,24 @@ return raw backend text; any exception they let escape is mapped by the harness 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
+
+__all__ = [
+    "AdapterCall",
+    "AdapterErrorCode",
+    "AdapterResult",
+    "EvidenceAdapter",
+    "Failed",
+    "ProbeReport",
+    "ProbeStatus",
+    "ProbingAdapter",
+    "Ready",
+    "ToolName",
+]
 
 
 class ToolName(StrEnum):
@@ -68,6 +81,24 @@ class Failed:
 AdapterResult = Ready | Failed
 
 
+class ProbeStatus(StrEnum):
+    """What an adapter's probe found: its backend works, does not, or is not configured."""
+
+    OK = "OK"
+    FAILED = "FAILED"
+    NOT_CONFIGURED = "NOT_CONFIGURED"
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeReport:
+    """One backend as ``check`` shows it: a status, a one-line reason an operator can act on
+    (built from error codes and kinds: no credential, no raw backend text), facts for scripts."""
+
+    status: ProbeStatus
+    detail: str
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
 class EvidenceAdapter(Protocol[InputT]):
     """One evidence backend. Implementations must be safe to call concurrently."""
 
@@ -82,4 +113,13 @@ class EvidenceAdapter(Protocol[InputT]):
 
     async def aclose(self) -> None:
         """Release pools and clients (called once on shutdown)."""
+        ...
+
+
+class ProbingAdapter(Protocol):
+    """An adapter that knows how to probe its own backend (``check`` asks it, STYLE.md 9)."""
+
+    async def probe(self) -> ProbeReport:
+        """Reach the backend once, bounded, and say what works; never raise for expected
+        backend failures, and leave nothing behind that looks like a run."""
         ...

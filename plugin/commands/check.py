@@ -3,8 +3,10 @@
 One :class:`CheckResult` per part — runbook folder, log source, MySQL (reachable, server kind,
 allowed tables, read-only verdict), Redis, audit sink, Slack — and, with ``--model``, the model
 endpoint. A part whose setting is unset is ``NOT_CONFIGURED``; a configured part that does not
-work is ``FAILED`` with a reason an operator can act on. Reasons are built here from error
-codes and kinds: no credential, no raw backend response and no traceback ever reaches them.
+work is ``FAILED`` with a reason an operator can act on. Reasons are built from error codes
+and kinds: no credential, no raw backend response and no traceback ever reaches them. The log
+source and MySQL are asked through their adapters' own ``probe()`` (STYLE.md 9:
+:mod:`plugin.tools.logs.probe`, :mod:`plugin.tools.mysql.probe`); the rest is probed here.
 
 Every probe is bounded (``PROBE_TIMEOUT_SECONDS``) and leaves nothing behind that looks like a
 run: the JSON-lines audit probe opens today's file exactly as the writer does and appends zero
@@ -28,7 +30,6 @@ So each probe's bound runs from its own start, not from the start of ``check``.
 from __future__ import annotations
 
 import asyncio
-import errno
 import importlib
 import json
 import re
@@ -39,10 +40,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from plugin.harness.catalog import MAX_SERVICES, clean_entry
 from plugin.settings import Settings
+from plugin.tools.base import ProbeReport
+from plugin.tools.probing import CONNECT_SECONDS, LISTED, hostport, listed, os_reason
 
 __all__ = [
     "CheckResult", "CheckStatus", "check_model", "render_json", "render_text", "run_checks",
@@ -50,25 +50,7 @@ __all__ = [
 ]  # fmt: skip
 
 PROBE_TIMEOUT_SECONDS = 10.0
-_CONNECT_SECONDS = 5.0
-_LOKI_BODY_BYTES = 1024 * 1024  # a label-values answer, at most
-_SERVICE_CHARS = 100  # one label value as shown
-_LISTED = 8  # names shown on one line (services, tables, channels)
 _SLACK_ERROR = re.compile(r"[a-z0-9_.]{1,64}")
-
-# MySQL error numbers an operator sees here, with what they mean.
-_MYSQL_MEANINGS = {
-    1044: "access denied to the database",
-    1045: "access denied (user or password)",
-    1049: "unknown database",
-    1142: "the account may not write diag_audit",
-    1054: "diag_audit has an older layout (no kind column); drop it or add"
-    " `id BIGINT AUTO_INCREMENT PRIMARY KEY` and `kind VARCHAR(16)`",
-    1146: "table does not exist",
-    2003: "cannot connect (nothing listening, or a firewall)",
-    2005: "unknown host",
-    2013: "the server closed the connection",
-}
 
 
 class CheckStatus(StrEnum):
@@ -99,21 +81,6 @@ def _unset(name: str, detail: str) -> CheckResult:
     return CheckResult(name, CheckStatus.NOT_CONFIGURED, detail)
 
 
-def _listed(names: Sequence[str]) -> str:
-    shown = ", ".join(names[:_LISTED])
-    return shown + (f", … (+{len(names) - _LISTED})" if len(names) > _LISTED else "")
-
-
-def _os_reason(exc: OSError) -> str:
-    return f"{errno.errorcode.get(exc.errno or 0, type(exc).__name__)} ({exc.strerror or 'error'})"
-
-
-def _hostport(url: str) -> str:
-    """``host[:port]`` of a URL: never its user, password, path or query."""
-    parts = httpx.URL(url)
-    return f"{parts.host}:{parts.port}" if parts.port else parts.host
-
-
 # --- runbooks ----------------------------------------------------------------------------------
 
 
@@ -142,7 +109,7 @@ def _runbooks_in(folder: Path) -> CheckResult:
     try:
         files, sections = _count_sections(folder)
     except OSError as exc:
-        return _failed(name, f"{folder}: unreadable: {_os_reason(exc)}", folder=str(folder))
+        return _failed(name, f"{folder}: unreadable: {os_reason(exc)}", folder=str(folder))
     if not sections:
         return _failed(
             name, f"{folder}: no runbook sections found (no readable *.md files)",
@@ -154,195 +121,42 @@ def _runbooks_in(folder: Path) -> CheckResult:
     )  # fmt: skip
 
 
-# --- logs --------------------------------------------------------------------------------------
+# --- logs and MySQL: the adapters probe themselves (STYLE.md 9) -----------------------------------
 
 
-def _service_folders(folder: Path) -> list[str]:
-    return sorted(e.name for e in folder.iterdir() if e.is_dir() and not e.name.startswith("."))
+def _from_probe(name: str, report: ProbeReport) -> CheckResult:
+    return CheckResult(name, CheckStatus(report.status.value), report.detail, report.facts)
 
 
 async def check_logs(settings: Settings) -> CheckResult:
-    source: str | None = settings.logs_source
-    if not source:
-        return _unset("logs", "DIAG_LOGS_SOURCE unset: query_logs answers NOT_CONFIGURED")
-    if re.match(r"(?i)https?://", source):
-        return await _check_loki(settings, source)
-    return await asyncio.to_thread(_log_folder, Path(source))
+    from plugin.tools.logs import LogsAdapter, build_log_source
 
-
-def _log_folder(folder: Path) -> CheckResult:
-    if not folder.is_dir():
-        what = "does not exist" if not folder.exists() else "is not a folder"
-        return _failed("logs", f"log folder {folder} {what}", folder=str(folder))
+    adapter = LogsAdapter(
+        build_log_source(
+            settings.logs_source,
+            loki_service_label=settings.loki_service_label,
+            loki_line_format=settings.loki_line_format,
+            loki_org_id=settings.loki_org_id,
+        )
+    )
     try:
-        services = _service_folders(folder)
-    except OSError as exc:
-        return _failed("logs", f"log folder {folder} unreadable: {_os_reason(exc)}")
-    if not services:
-        return _failed(
-            "logs",
-            f"log folder {folder}: no service folders (<service>/<YYYY-MM-DD>/<HH>.jsonl)",
-            folder=str(folder), services=[],
-        )  # fmt: skip
-    return _ok(
-        "logs", f"log folder {folder}: {len(services)} services ({_listed(services)})",
-        folder=str(folder), services=services,
-    )  # fmt: skip
-
-
-class _TooLarge(Exception):
-    """An answer over :data:`_LOKI_BODY_BYTES` (reading stopped there)."""
-
-
-async def _get_capped(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
-    """Status and the whole decoded body (chunked, gzip, deflate) of one GET, at most
-    :data:`_LOKI_BODY_BYTES`; ONE bound over connecting, the headers and every byte of the body
-    (httpx's own timeouts are per read, so a trickle would never end)."""
-    async with (
-        asyncio.timeout(_CONNECT_SECONDS),
-        httpx.AsyncClient(timeout=_CONNECT_SECONDS, headers=headers) as client,
-        client.stream("GET", url) as response,
-    ):
-        if response.status_code != 200:
-            return response.status_code, b""
-        body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > _LOKI_BODY_BYTES:
-                raise _TooLarge
-        return 200, bytes(body)
-
-
-def _label_values(body: bytes) -> list[str] | None:
-    """The label values of a Loki answer, cleaned and bounded; ``None``: not Loki's JSON."""
-    try:
-        data = json.loads(body).get("data") or []
-    except (ValueError, AttributeError, RecursionError):
-        return None
-    if not isinstance(data, list):
-        return None
-    return [clean_entry(str(v), _SERVICE_CHARS) for v in data[:MAX_SERVICES]]
-
-
-async def _check_loki(settings: Settings, base: str) -> CheckResult:
-    where = _hostport(base)
-    label = str(getattr(settings, "loki_service_label", None) or "service")
-    org = getattr(settings, "loki_org_id", None)
-    headers = {"X-Scope-OrgID": str(org)} if org else {}
-    url = base.rstrip("/") + f"/loki/api/v1/label/{label}/values"
-    try:
-        status, body = await _get_capped(url, headers)
-    except (TimeoutError, httpx.TimeoutException):
-        return _failed("logs", f"Loki at {where}: no answer within {_CONNECT_SECONDS:g} s")
-    except _TooLarge:
-        return _failed("logs", f"Loki at {where} answered more than {_LOKI_BODY_BYTES} bytes")
-    except httpx.HTTPError as exc:
-        return _failed("logs", f"Loki at {where} unreachable ({type(exc).__name__})")
-    if status != 200:
-        return _failed("logs", f"Loki at {where} answered HTTP {status}")
-    values = _label_values(body)
-    if values is None:
-        return _failed("logs", f"Loki at {where} answered something that is not Loki's JSON")
-    return _ok(
-        "logs", f"Loki at {where} reachable: {len(values)} services ({_listed(values)})",
-        loki=where, services=values,
-    )  # fmt: skip
-
-
-# --- MySQL -------------------------------------------------------------------------------------
-
-
-def _mysql_reason(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
-        return f"no answer within {_CONNECT_SECONDS:g} s"
-    number = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-    if number is not None:
-        return f"MySQL error {number}: {_MYSQL_MEANINGS.get(number, type(exc).__name__)}"
-    if isinstance(exc, OSError):
-        return f"cannot connect: {_os_reason(exc)}"
-    return type(exc).__name__
-
-
-async def _mysql_connect(dsn: Any) -> Any:
-    import aiomysql
-
-    async with asyncio.timeout(_CONNECT_SECONDS + 1):
-        return await aiomysql.connect(
-            host=dsn.host, port=dsn.port, user=dsn.user, password=dsn.password, db=dsn.database,
-            charset="utf8mb4", autocommit=True, connect_timeout=_CONNECT_SECONDS,
-            local_infile=False,
-        )  # fmt: skip
-
-
-async def _mysql_facts(dsn: Any, allowed: tuple[str, ...]) -> tuple[str, list[str], list[str]]:
-    """Server version, the tables the model may read, and configured tables that are missing."""
-    conn = await _mysql_connect(dsn)
-    try:
-        async with conn.cursor() as cur:
-            await cur.execute("SELECT VERSION()")
-            version = str((await cur.fetchone())[0])
-            await cur.execute(
-                "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s",
-                (dsn.database,),
-            )
-            present = sorted(str(row[0]) for row in await cur.fetchall())
+        return _from_probe("logs", await adapter.probe())
     finally:
-        conn.close()
-    wanted = [t.rpartition(".")[2] for t in allowed if t.strip()]
-    if not wanted:
-        return version, present, []
-    return version, sorted(set(wanted) & set(present)), sorted(set(wanted) - set(present))
-
-
-def _server_kind(version: str) -> str:
-    number = version.split("-")[0]
-    return f"MariaDB {number}" if "mariadb" in version.lower() else f"MySQL {number}"
+        await adapter.aclose()
 
 
 async def check_mysql(settings: Settings) -> CheckResult:
-    from plugin.tools.mysql import MysqlAdapter, parse_dsn
+    from plugin.tools.mysql import MysqlAdapter
 
-    if settings.mysql_dsn is None:
-        return _unset("mysql", "DIAG_MYSQL_DSN unset: query_mysql answers NOT_CONFIGURED")
-    raw = settings.mysql_dsn.get_secret_value()
-    dsn = parse_dsn(raw)
-    where = f"{dsn.user}@{dsn.host}:{dsn.port}/{dsn.database}"
-    try:
-        version, tables, missing = await _mysql_facts(dsn, settings.mysql_allowed_tables)
-    except Exception as exc:
-        return _failed("mysql", f"{where}: {_mysql_reason(exc)}", server=where)
-    facts: dict[str, Any] = {
-        "server": where, "kind": _server_kind(version), "allowed_tables": tables,
-    }  # fmt: skip
-    head = f"{where}: {facts['kind']}, {len(tables)} allowed tables ({_listed(tables)})"
-    if missing:
-        return _failed("mysql", f"{head}; allowed tables not found: {_listed(missing)}", **facts)
+    dsn = settings.mysql_dsn.get_secret_value() if settings.mysql_dsn is not None else None
     adapter = MysqlAdapter(
-        raw, settings.mysql_allowed_tables, connect_timeout_seconds=_CONNECT_SECONDS
-    )
+        dsn, settings.mysql_allowed_tables, connect_timeout_seconds=CONNECT_SECONDS,
+        require_read_only=settings.mysql_require_read_only,
+    )  # fmt: skip
     try:
-        verdict = await adapter.read_only_verdict()
-    except Exception as exc:
-        return _failed("mysql", f"{head}; grants unreadable: {_mysql_reason(exc)}", **facts)
+        return _from_probe("mysql", await adapter.probe())
     finally:
         await adapter.aclose()
-    read_only = verdict is not None and verdict.read_only
-    facts["read_only"] = read_only
-    facts["read_only_reason"] = verdict.reason if verdict is not None else None
-    if read_only:
-        return _ok("mysql", f"{head}; read-only: yes", **facts)
-    reason = verdict.reason if verdict is not None else "unknown"
-    if settings.mysql_require_read_only:
-        return _failed(
-            "mysql",
-            f"{head}; read-only: NO ({reason}): query_mysql executes nothing until the account"
-            " is granted SELECT only",
-            **facts,
-        )
-    return _ok(
-        "mysql", f"{head}; read-only: NO ({reason}), allowed by DIAG_MYSQL_REQUIRE_READ_ONLY=false",
-        **facts,
-    )  # fmt: skip
 
 
 # --- Redis -------------------------------------------------------------------------------------
@@ -355,15 +169,15 @@ async def check_redis(settings: Settings) -> CheckResult:
     if settings.redis_url is None:
         return _unset("redis", "DIAG_REDIS_URL unset: in-process state (one replica)")
     url = settings.redis_url.get_secret_value()
-    where = _hostport(url) if "://" in url and not url.startswith("unix:") else "unix socket"
-    client = Redis.from_url(url, socket_timeout=_CONNECT_SECONDS, socket_connect_timeout=2.0)
+    where = hostport(url) if "://" in url and not url.startswith("unix:") else "unix socket"
+    client = Redis.from_url(url, socket_timeout=CONNECT_SECONDS, socket_connect_timeout=2.0)
     try:
-        async with asyncio.timeout(_CONNECT_SECONDS + 1):
+        async with asyncio.timeout(CONNECT_SECONDS + 1):
             await client.ping()
     except (exceptions.AuthenticationError, exceptions.AuthorizationError):
         return _failed("redis", f"Redis at {where}: authentication refused")
     except (TimeoutError, exceptions.TimeoutError):
-        return _failed("redis", f"Redis at {where}: no answer within {_CONNECT_SECONDS:g} s")
+        return _failed("redis", f"Redis at {where}: no answer within {CONNECT_SECONDS:g} s")
     except exceptions.ConnectionError as exc:
         return _failed("redis", f"Redis at {where} unreachable ({type(exc).__name__})")
     except exceptions.RedisError as exc:
@@ -400,24 +214,25 @@ def _jsonl_audit(directory: str) -> CheckResult:
 
 async def _check_mysql_audit(spec: str) -> CheckResult:
     from plugin.tools.mysql import parse_dsn
+    from plugin.tools.mysql.probe import connect, failure_reason
 
     dsn = parse_dsn(spec)
     where = f"{dsn.user}@{dsn.host}:{dsn.port}/{dsn.database}"
     try:
-        conn = await _mysql_connect(dsn)
+        conn = await connect(dsn)
     except Exception as exc:
-        return _failed("audit", f"mysql {where}: {_mysql_reason(exc)}", server=where)
+        return _failed("audit", f"mysql {where}: {failure_reason(exc)}", server=where)
     try:
         detail = await _probe_audit_table(conn)
     except Exception as exc:
-        return _failed("audit", f"mysql {where}: {_mysql_reason(exc)}", server=where)
+        return _failed("audit", f"mysql {where}: {failure_reason(exc)}", server=where)
     finally:
         conn.close()
     return _ok("audit", f"mysql {where}: {detail}", server=where)
 
 
 async def _probe_audit_table(conn: Any) -> str:
-    async with asyncio.timeout(_CONNECT_SECONDS), conn.cursor() as cur:
+    async with asyncio.timeout(CONNECT_SECONDS), conn.cursor() as cur:
         await cur.execute(
             "SELECT COUNT(*) FROM information_schema.TABLES"
             " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'diag_audit'"
@@ -444,7 +259,7 @@ def _slack_error(exc: Exception) -> str:
         code = str(exc.response.get("error") or "")
         return f"refused: {code}" if _SLACK_ERROR.fullmatch(code) else "refused"
     if isinstance(exc, TimeoutError):
-        return f"no answer within {_CONNECT_SECONDS:g} s"
+        return f"no answer within {CONNECT_SECONDS:g} s"
     return f"unreachable ({type(exc).__name__})"
 
 
@@ -456,10 +271,10 @@ async def check_slack(settings: Settings) -> CheckResult:
     client = AsyncWebClient(
         token=settings.slack_bot_token.get_secret_value(),
         base_url=settings.slack_api_url or "https://slack.com/api/",
-        timeout=int(_CONNECT_SECONDS),
+        timeout=int(CONNECT_SECONDS),
     )
     try:
-        async with asyncio.timeout(_CONNECT_SECONDS * 2):
+        async with asyncio.timeout(CONNECT_SECONDS * 2):
             auth = await client.auth_test()
     except Exception as exc:
         return _failed("slack", f"auth.test {_slack_error(exc)}")
@@ -477,9 +292,9 @@ async def check_slack(settings: Settings) -> CheckResult:
     facts["member_of"] = member
     facts["not_member_of"] = [c for c, _ in problems]
     if problems:
-        why = "; ".join(f"{c}: {reason}" for c, reason in problems[:_LISTED])
-        return _failed("slack", f"{head}; member of {_listed(member) or 'none'}; {why}", **facts)
-    return _ok("slack", f"{head}; member of every admin channel ({_listed(member)})", **facts)
+        why = "; ".join(f"{c}: {reason}" for c, reason in problems[:LISTED])
+        return _failed("slack", f"{head}; member of {listed(member) or 'none'}; {why}", **facts)
+    return _ok("slack", f"{head}; member of every admin channel ({listed(member)})", **facts)
 
 
 async def _memberships(
@@ -489,7 +304,7 @@ async def _memberships(
     problems: list[tuple[str, str]] = []
     for channel in channels:
         try:
-            async with asyncio.timeout(_CONNECT_SECONDS * 2):
+            async with asyncio.timeout(CONNECT_SECONDS * 2):
                 info = await client.conversations_info(channel=channel)
         except Exception as exc:
             problems.append((channel, f"conversations.info {_slack_error(exc)}"))
@@ -510,10 +325,10 @@ async def _app_token(settings: Settings) -> str:
     client = AsyncWebClient(
         token=settings.slack_app_token.get_secret_value(),
         base_url=settings.slack_api_url or "https://slack.com/api/",
-        timeout=int(_CONNECT_SECONDS),
+        timeout=int(CONNECT_SECONDS),
     )
     try:
-        async with asyncio.timeout(_CONNECT_SECONDS * 2):
+        async with asyncio.timeout(CONNECT_SECONDS * 2):
             await client.apps_connections_open(
                 app_token=settings.slack_app_token.get_secret_value()
             )
@@ -547,7 +362,7 @@ async def check_model(
     from plugin.commands.model_probe import probe_model
 
     base = settings.openai_base_url or "https://api.openai.com/v1"  # the openai SDK's default
-    where = _hostport(base)
+    where = hostport(base)
     report = await probe_model(
         base_url=base,
         api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
@@ -584,8 +399,8 @@ PROBES: tuple[tuple[str, Probe], ...] = (
 
 # Imported before probing (see the module docstring); the model probe's only with ``--model``.
 _PROBE_MODULES = (
-    "plugin.tools.knowledge", "plugin.tools.mysql", "aiomysql", "redis.asyncio",
-    "slack_sdk.web.async_client", "plugin.audit", "plugin.audit.jsonl",
+    "plugin.tools.knowledge", "plugin.tools.logs", "plugin.tools.mysql", "aiomysql",
+    "redis.asyncio", "slack_sdk.web.async_client", "plugin.audit", "plugin.audit.jsonl",
 )  # fmt: skip
 _MODEL_PROBE_MODULES = (
     "plugin.commands.model_probe",
@@ -621,7 +436,7 @@ async def run_checks(
     await asyncio.to_thread(_import_probe_modules, model)
     checks = [_bounded(n, p, settings) for n, p in PROBES]
     if model:
-        limit = 3 * _model_timeout(settings) + _CONNECT_SECONDS
+        limit = 3 * _model_timeout(settings) + CONNECT_SECONDS
 
         async def model_probe(s: Settings) -> CheckResult:
             return await check_model(s, progress)

@@ -179,7 +179,7 @@ async def _demo(args: argparse.Namespace) -> int:
 
 
 async def _eval(args: argparse.Namespace) -> int:
-    from plugin.commands.evaluation import EvalUsageError, run_eval
+    from plugin.commands.eval import EvalUsageError, run_eval
 
     try:
         return await run_eval(

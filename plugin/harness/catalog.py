@@ -23,13 +23,13 @@ import asyncio
 import json
 import logging
 import time
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from plugin.contract.prompts import ENTRIES_SLOT, PromptSet
 from plugin.tools.base import ToolName
+from plugin.tools.plain import clean_entry
 from plugin.tools.schemas import SERVICE_NAME
 
 __all__ = [
@@ -62,16 +62,6 @@ _TABLE_ENTRY_CHARS = 1024
 READ_TIMEOUT_SECONDS = 5.0
 # A failed read is retried after at most this long, whatever the refresh interval.
 _RETRY_FAILED_SECONDS = 30.0
-
-
-def clean_entry(text: str, limit: int) -> str:
-    """One line of plain text: control, format and separator characters become spaces, runs of
-    whitespace one space, at most ``limit`` characters (``…`` marks a cut)."""
-    chars = [
-        " " if unicodedata.category(ch)[0] in "CZ" and ch != " " else ch for ch in text[: limit * 4]
-    ]
-    line = " ".join("".join(chars).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _json_list(entries: Sequence[str], max_count: int, max_bytes: int) -> tuple[str, bool]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
-from plugin.tools.sql_guard import (
+from plugin.tools.sql.guard import (
     Allowed,
     GuardDecision,
     Prepared,

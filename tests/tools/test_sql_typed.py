@@ -9,9 +9,9 @@ import pytest
 
 from plugin.tools.redact import is_secret_name
 from plugin.tools.schemas import MysqlInput
-from plugin.tools.sql_bounds import CAP_CHARS, ColumnShape, Schema, ValueKind, column_shape
-from plugin.tools.sql_canonical import canonical_sql
-from plugin.tools.sql_guard import Prepared, RefusalReason, Refused, check_sql, prepare_sql
+from plugin.tools.sql.bounds import CAP_CHARS, ColumnShape, Schema, ValueKind, column_shape
+from plugin.tools.sql.canonical import canonical_sql
+from plugin.tools.sql.guard import Prepared, RefusalReason, Refused, check_sql, prepare_sql
 from tests.tools.sql_corpus import INCIDENT_SCHEMA
 
 DATABASE = "diag_test"

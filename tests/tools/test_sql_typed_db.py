@@ -515,8 +515,8 @@ FUNCTION_SAMPLES = [
 async def test_no_rendered_function_name_resolves_to_a_stored_routine(typed_db: None) -> None:
     import re
 
-    from plugin.tools.sql_bounds import column_shape
-    from plugin.tools.sql_guard import Prepared, prepare_sql
+    from plugin.tools.sql.bounds import column_shape
+    from plugin.tools.sql.guard import Prepared, prepare_sql
 
     schema = {"orders": (column_shape("id", "int", None), column_shape("status", "varchar", 64),
                          column_shape("api_key", "varchar", 256),
@@ -609,7 +609,7 @@ async def test_rows_of_tens_of_mib_arrive_cut_by_the_guard(typed_db: None) -> No
     the guard's ``LEFT(big, CAP_CHARS)``, so one call stays far below 32 MiB."""
     import tracemalloc
 
-    from plugin.tools.sql_bounds import CAP_CHARS
+    from plugin.tools.sql.bounds import CAP_CHARS
 
     with _admin(DB) as connection, connection.cursor() as cur:
         cur.execute("DELETE FROM wide")

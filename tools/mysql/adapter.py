@@ -3,7 +3,7 @@
 Layers, outermost first, each of which alone should stop a hostile statement (README "The
 read-only boundary of query_mysql"):
 
-1. :func:`plugin.tools.sql_guard.prepare_sql` refuses anything but one allowlisted SELECT
+1. :func:`plugin.tools.sql.guard.prepare_sql` refuses anything but one allowlisted SELECT
    (``FORBIDDEN_QUERY``, nothing sent) and returns the guard's own rendering of the checked tree,
    verified byte for byte by a conservative MariaDB lexer; the model's text is never sent.
 2. Every pooled connection has multi-statements switched off at the protocol level; the
@@ -33,113 +33,64 @@ import asyncio
 import hashlib
 import logging
 import math
-import re
-import struct
 import time as clock
 import weakref
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
-from decimal import Decimal
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import aiomysql
-from pymysql.constants import COMMAND
 
-from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
-from plugin.tools.mysql_privileges import GrantVerdict, effective_grants_verdict
+from plugin.tools.base import (
+    AdapterCall,
+    AdapterErrorCode,
+    AdapterResult,
+    Failed,
+    ProbeReport,
+    Ready,
+    ToolName,
+)
+from plugin.tools.mysql.codes import classify
+from plugin.tools.mysql.dsn import MysqlDsn, normalise_allowlist, parse_configured_dsn
+from plugin.tools.mysql.privileges import GrantVerdict, effective_grants_verdict
+from plugin.tools.mysql.probe import probe_mysql
+from plugin.tools.mysql.rows import RowProjection
+from plugin.tools.mysql.session import (
+    BASE_TABLES_SQL,
+    GROUP_CONCAT_MAX_LEN,
+    ISOLATION,
+    PASSWORD_CLAUSE,
+    SESSION_INIT,
+    QuietStreamingCursor,
+    has_public_role,
+    multi_statements_off,
+    read_schema,
+)
+from plugin.tools.mysql.values import cell_bytes
 from plugin.tools.redact import is_secret_name, redact
-from plugin.tools.schemas import JsonScalar, MysqlInput, MysqlRow
-from plugin.tools.sql_bounds import CAP_CHARS, ColumnShape, Schema, column_shape
-from plugin.tools.sql_guard import Prepared, Refused, check_sql, prepare_sql
+from plugin.tools.schemas import MysqlInput
+from plugin.tools.sql.bounds import Schema
+from plugin.tools.sql.guard import Prepared, Refused, check_sql, prepare_sql
 
-logger = logging.getLogger(__name__)
+__all__ = [
+    "MAX_RESULT_BYTES",
+    "MIN_STATEMENT_TIMEOUT_SECONDS",
+    "ColumnInfo",
+    "MysqlAdapter",
+    "TableColumns",
+]
 
-MASK = "***"
-TRUNCATION_MARK = "…[truncated]"
+# The package's logger: lines keep the name they had before the package was split.
+logger = logging.getLogger(__package__)
+
 # Extra time the client waits beyond the server cap before it kills the statement itself.
 _CLIENT_GRACE_SECONDS = 0.3
 # Time allowed for the out-of-band ``KILL QUERY`` (connect + statement).
 _KILL_TIMEOUT_SECONDS = 0.6
-# Largest GROUP_CONCAT result the server may build (the default is 1 MiB, MariaDB's 1 MiB+).
-_GROUP_CONCAT_MAX_LEN = 4096
-# COM_SET_OPTION argument MYSQL_OPTION_MULTI_STATEMENTS_OFF.
-_MULTI_STATEMENTS_OFF = struct.pack("<H", 1)
-# READ COMMITTED: every statement is a non-locking consistent read of the latest committed
-# data, whatever the server's global level. Under a global SERIALIZABLE, InnoDB turns plain
-# SELECTs inside a transaction into shared-locking reads (writers queue behind the diagnosis);
-# REPEATABLE READ would also work but keeps a read view for nothing (one statement a
-# transaction) and a diagnosis wants the freshest rows.
-_SESSION_INIT = (
-    "SET SESSION sql_mode = 'STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,"
-    "NO_ENGINE_SUBSTITUTION', time_zone = '+00:00'"
-)
-_ISOLATION = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
 # The server cap is never rendered below this (a sub-millisecond value would render as 0,
 # which MariaDB reads as "no cap").
 MIN_STATEMENT_TIMEOUT_SECONDS = 0.01
 # Bytes of cell data read from one result before the adapter stops reading (streamed).
 MAX_RESULT_BYTES = 1024 * 1024
-# Columns of the allowed tables read for the guard's typed pass.
-_MAX_SCHEMA_COLUMNS = 8192
-_SCHEMA_SQL = (
-    "SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE, CHARACTER_OCTET_LENGTH"
-    " FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({marks})"
-    f" ORDER BY TABLE_NAME, ORDINAL_POSITION LIMIT {_MAX_SCHEMA_COLUMNS}"
-)
-_PASSWORD_CLAUSE = re.compile(r" IDENTIFIED (?:BY|VIA|WITH) .*?(?= WITH |$)")
-_BASE_TABLES_SQL = (
-    "SELECT TABLE_NAME FROM information_schema.TABLES"
-    " WHERE TABLE_SCHEMA = %s AND TABLE_TYPE = 'BASE TABLE'"
-)
-
-# Server / client error numbers, grouped by the stable code they map to.
-_TIMEOUT_ERRORS = frozenset({1969, 3024, 1317, 1028})
-_UNAVAILABLE_ERRORS = frozenset(
-    {1040, 1045, 1053, 1129, 1130, 1203, 1226, 2002, 2003, 2005, 2006, 2013, 2055}
-)
-_FORBIDDEN_ERRORS = frozenset({1044, 1142, 1143, 1227, 1370, 1792})
-_INVALID_INPUT_ERRORS = frozenset(
-    {1052, 1054, 1055, 1060, 1064, 1066, 1111, 1140, 1146, 1222, 1241, 1242, 1248, 1305,
-     1582, 1583, 1630}
-)  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class MysqlDsn:
-    """The parts of ``mysql://user:password@host:port/database``."""
-
-    host: str
-    port: int
-    user: str
-    password: str
-    database: str
-
-    def redacted(self) -> str:
-        """The DSN without its password, safe for logs."""
-        return f"mysql://{self.user}:***@{self.host}:{self.port}/{self.database}"
-
-
-def parse_dsn(dsn: str) -> MysqlDsn:
-    """Parse a ``mysql://`` DSN; raises ``ValueError`` (without echoing the DSN) when malformed."""
-    parts = urlsplit(dsn.strip())
-    if parts.scheme not in {"mysql", "mariadb"}:
-        raise ValueError("DSN scheme must be mysql://")
-    try:
-        port = parts.port or 3306
-    except ValueError:
-        raise ValueError("DSN port is not a number") from None
-    database = unquote(parts.path.lstrip("/"))
-    if not parts.hostname or not parts.username or not database or "/" in database:
-        raise ValueError("DSN needs user, host and exactly one database")
-    return MysqlDsn(
-        host=parts.hostname,
-        port=port,
-        user=unquote(parts.username),
-        password=unquote(parts.password or ""),
-        database=database,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,10 +149,12 @@ class MysqlAdapter:
             raise ValueError("timeouts must be positive")
         if verdict_refresh_seconds <= 0:
             raise ValueError("verdict_refresh_seconds must be positive")
-        self._dsn = _parse_configured_dsn(dsn)
-        self._configured_tables = _normalise_allowlist(allowed_tables, self._dsn)
+        self._raw_dsn = dsn
+        self._allowed_entries = allowed_tables
+        self._dsn = parse_configured_dsn(dsn)
+        self._configured_tables = normalise_allowlist(allowed_tables, self._dsn)
         self._max_rows = max_rows
-        self._max_cell_chars = max_cell_chars
+        self._rows = RowProjection(max_cell_chars)
         self._statement_timeout = max(statement_timeout_seconds, MIN_STATEMENT_TIMEOUT_SECONDS)
         self._connect_timeout = connect_timeout_seconds
         self._pool_max = pool_max
@@ -248,7 +201,7 @@ class MysqlAdapter:
                            self._connect_timeout, dsn.redacted())  # fmt: skip
             return Failed(AdapterErrorCode.UNAVAILABLE)
         except Exception as error:  # mapped to a stable code; text stays in the log
-            code = _classify(error)
+            code = classify(error)
             logger.warning(
                 "query_mysql failed (%s) on %s: %s: %s",
                 code.value, dsn.redacted(), type(error).__name__, redact(str(error)),
@@ -325,7 +278,7 @@ class MysqlAdapter:
             return Failed(AdapterErrorCode.INTERNAL)
         truncated = len(rows) > self._max_rows or not complete
         items = await asyncio.to_thread(
-            self._project, columns, rows[: self._max_rows], prepared.masked
+            self._rows.project, columns, rows[: self._max_rows], prepared.masked
         )
         return Ready(items=items, truncated=truncated)
 
@@ -355,6 +308,28 @@ class MysqlAdapter:
         finally:
             pool.release(conn)
         return facts.privileges
+
+    async def probe(self) -> ProbeReport:
+        """For ``check``: reachable, server kind, the allowed tables present, and the read-only
+        verdict, each step bounded by ``connect_timeout_seconds``
+        (:mod:`plugin.tools.mysql.probe`)."""
+        return await probe_mysql(
+            self._dsn, self._allowed_entries, require_read_only=self._require_read_only,
+            verdict=self._probe_verdict, seconds=self._connect_timeout,
+        )  # fmt: skip
+
+    async def _probe_verdict(self) -> GrantVerdict | None:
+        """The verdict ``check`` reports: read even when ``require_read_only`` is off (then by a
+        twin that reads the grants, closed after)."""
+        if self._require_read_only:
+            return await self.read_only_verdict()
+        twin = MysqlAdapter(
+            self._raw_dsn, self._allowed_entries, connect_timeout_seconds=self._connect_timeout
+        )
+        try:
+            return await twin.read_only_verdict()
+        finally:
+            await twin.aclose()
 
     async def catalogue(self, limit: int) -> list[TableColumns] | None:
         """The allowed tables the account can see, with their columns and types (secret-looking
@@ -419,7 +394,7 @@ class MysqlAdapter:
                     charset="utf8mb4",
                     autocommit=True,
                     connect_timeout=self._connect_timeout,
-                    init_command=_SESSION_INIT,
+                    init_command=SESSION_INIT,
                     pool_recycle=300,
                     local_infile=False,
                 )
@@ -440,9 +415,9 @@ class MysqlAdapter:
         if conn not in self._single_statement:
             try:
                 async with asyncio.timeout(self._connect_timeout):
-                    await _multi_statements_off(conn)
+                    await multi_statements_off(conn)
                     async with conn.cursor() as cur:
-                        await cur.execute(_ISOLATION)
+                        await cur.execute(ISOLATION)
             except BaseException:
                 conn.close()
                 pool.release(conn)
@@ -471,12 +446,12 @@ class MysqlAdapter:
         mariadb = "mariadb" in version.lower()
         privileges, digest = None, ""
         if self._require_read_only:
-            privileges, digest = await self._privileges(cur, _has_public_role(version))
+            privileges, digest = await self._privileges(cur, has_public_role(version))
         tables = self._configured_tables
         if tables is None:
-            await cur.execute(_BASE_TABLES_SQL, (dsn.database,))
+            await cur.execute(BASE_TABLES_SQL, (dsn.database,))
             tables = frozenset(str(row[0]) for row in await cur.fetchall())
-        schema = await _read_schema(cur, dsn.database, tables)
+        schema = await read_schema(cur, dsn.database, tables)
         return _ServerFacts(
             mariadb=mariadb, allowed_tables=tables, privileges=privileges, schema=schema,
             grants_digest=digest, read_at=clock.monotonic(),
@@ -512,7 +487,7 @@ class MysqlAdapter:
                 "SHOW GRANTS FOR CURRENT_USER()" if role is None else f"SHOW GRANTS FOR {role}"
             )
             lines = [str(row[0]) for row in await cur.fetchall()]
-            seen.extend(f"{role}\t{_PASSWORD_CLAUSE.sub('', line)}" for line in lines)
+            seen.extend(f"{role}\t{PASSWORD_CLAUSE.sub('', line)}" for line in lines)
             return lines
 
         verdict = await effective_grants_verdict(show_grants, include_public=include_public)
@@ -533,7 +508,7 @@ class MysqlAdapter:
         cap_rows = self._max_rows + 1
         try:
             async with asyncio.timeout(self._statement_timeout + _CLIENT_GRACE_SECONDS):
-                cur = await conn.cursor(_QuietStreamingCursor)
+                cur = await conn.cursor(QuietStreamingCursor)
                 # On any failure the caller closes the connection, which ends the transaction
                 # server-side; a ROLLBACK on a half-read connection could block.
                 await cur.execute("START TRANSACTION READ ONLY")
@@ -554,7 +529,7 @@ class MysqlAdapter:
         """MariaDB: the statement under ``SET STATEMENT``; MySQL: the session caps (the statement
         follows). The time cap is rounded UP to the millisecond, never to 0 (no cap)."""
         millis = max(1, math.ceil(self._statement_timeout * 1000))
-        caps = f"sql_select_limit={cap_rows}, group_concat_max_len={_GROUP_CONCAT_MAX_LEN}"
+        caps = f"sql_select_limit={cap_rows}, group_concat_max_len={GROUP_CONCAT_MAX_LEN}"
         if mariadb:
             return f"SET STATEMENT max_statement_time={millis / 1000:.3f}, {caps} FOR {sql}"
         return f"SET SESSION max_execution_time={millis}, {caps}"
@@ -567,7 +542,7 @@ class MysqlAdapter:
             if row is None:
                 return rows, True
             rows.append(tuple(row))
-            size += sum(_cell_bytes(value) for value in row)
+            size += sum(cell_bytes(value) for value in row)
             if len(rows) > cap_rows or size >= self._max_result_bytes:
                 return rows, False
 
@@ -588,224 +563,7 @@ class MysqlAdapter:
         except Exception as error:  # the connection is closed by the caller in any case
             logger.warning("query_mysql: KILL QUERY failed: %s", type(error).__name__)
 
-    def _project(
-        self, columns: list[str], rows: Sequence[Sequence[Any]], masked: tuple[bool, ...]
-    ) -> list[MysqlRow]:
-        """Cells by position: a masked position is ``***`` whatever label the server gave it.
-
-        CPU work (redaction of every cell): runs in a worker thread.
-        """
-        names = _unique_names(columns)
-        return [
-            MysqlRow(
-                cells={
-                    name: MASK if hidden else self._cell(value)
-                    for name, hidden, value in zip(names, masked, row, strict=True)
-                }
-            )
-            for row in rows
-        ]
-
-    def _cell(self, value: object) -> JsonScalar:
-        scalar = to_json_scalar(value)
-        if isinstance(scalar, str):
-            return self._bounded_text(scalar)
-        return scalar
-
-    def _bounded_text(self, text: str) -> str:
-        """Redact, then cut to ``max_cell_chars`` with a visible mark.
-
-        The text is pre-cut with headroom first so that redaction never scans megabytes, and
-        redacted before the final cut so a secret is never split out of recognition. A value
-        the server may have cut (``GROUP_CONCAT`` stops at ``group_concat_max_len`` bytes, and
-        the statement chooses where that falls; a wide text column arrives cut by the guard's
-        ``LEFT(col, CAP_CHARS)``) loses its last, possibly partial token before redaction
-        whenever that cut lies inside what is redacted and shown.
-        """
-        limit = self._max_cell_chars
-        window = limit * 4 + 256
-        head = text[:window]
-        server_cut = len(text) <= window and (
-            len(text) == CAP_CHARS
-            or len(text.encode("utf-8", "surrogatepass")) >= _GROUP_CONCAT_MAX_LEN - 3
-        )
-        if server_cut:
-            head = _without_last_token(head)
-        cleaned = redact(head)
-        if server_cut or len(cleaned) > limit or len(text) > window:
-            return cleaned[:limit] + TRUNCATION_MARK
-        return cleaned
-
-
-class _QuietStreamingCursor(aiomysql.SSCursor):  # type: ignore[misc]  # aiomysql is untyped
-    """An unbuffered cursor that does not run ``SHOW WARNINGS`` after a statement.
-
-    aiomysql would send that extra statement and re-raise each server message through
-    :mod:`warnings` (a truncated ``GROUP_CONCAT`` is expected here, and server text must not
-    travel anywhere but the log). Truncation is reported by the row projection instead.
-    """
-
-    async def _show_warnings(self, conn: Any) -> None:
-        return None
-
-
-def _without_last_token(text: str) -> str:
-    """``text`` without its trailing run of non-blank characters (linear, from the end)."""
-    end = len(text)
-    while end and not text[end - 1].isspace():
-        end -= 1
-    return text[:end]
-
-
-def _cell_bytes(value: object) -> int:
-    if isinstance(value, str | bytes | bytearray):
-        return len(value)
-    return 8
-
-
-def _has_public_role(version: str) -> bool:
-    """MariaDB 10.11 and later have ``PUBLIC`` grants (``SHOW GRANTS FOR PUBLIC``)."""
-    if "mariadb" not in version.lower():
-        return False
-    parts = version.split("-", 1)[0].split(".")
-    try:
-        major, minor = int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return True  # unknown: ask, and fail closed if the server cannot answer
-    return (major, minor) >= (10, 11)
-
-
-async def _read_schema(cur: Any, database: str, tables: frozenset[str]) -> Schema:
-    """Column kinds and byte lengths of the allowed tables, for the guard's typed pass."""
-    if not tables:
-        return {}
-    ordered = sorted(tables)
-    await cur.execute(_SCHEMA_SQL.format(marks=", ".join(["%s"] * len(ordered))),
-                      (database, *ordered))  # fmt: skip
-    schema: dict[str, list[ColumnShape]] = {}
-    for table, column, data_type, octets in await cur.fetchall():
-        length = int(octets) if octets is not None else None
-        schema.setdefault(str(table), []).append(column_shape(str(column), str(data_type), length))
-    return {table: tuple(columns) for table, columns in schema.items()}
-
-
-async def _multi_statements_off(conn: Any) -> None:
-    """Turn ``CLIENT_MULTI_STATEMENTS`` off on this connection (``COM_SET_OPTION``).
-
-    aiomysql always asks for multi-statements at the handshake and has no option against it;
-    with it on, a ``;`` smuggled past every other check would run further statements outside the
-    read-only transaction and the time cap. The protocol command makes the server itself refuse
-    a second statement in one request (error 1064). It uses aiomysql's packet helpers, which are
-    private: the version range is pinned in ``pyproject.toml`` and a test proves the effect.
-    """
-    await conn._execute_command(COMMAND.COM_SET_OPTION, _MULTI_STATEMENTS_OFF)
-    packet = await conn._read_packet()  # an ERR packet raises here
-    if not (packet.is_eof_packet() or packet.is_ok_packet()):
-        raise ConnectionError("unexpected answer to COM_SET_OPTION")
-
 
 def _short_id(tool_call_id: str) -> str:
     """A tool call id bounded for the log."""
     return tool_call_id[:64]
-
-
-def to_json_scalar(value: object) -> JsonScalar:
-    """A driver value as a JSON scalar (strings are not yet bounded or redacted)."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, Decimal):
-        return _decimal(value)
-    if isinstance(value, datetime | date | time):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return _duration(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return f"<binary {len(value)} bytes>"
-    if isinstance(value, set | frozenset):
-        return ",".join(sorted(str(item) for item in value))
-    return str(value)
-
-
-def _decimal(value: Decimal) -> JsonScalar:
-    """Integral decimals (``SUM`` of integers) as ints, others as floats, non-finite as text."""
-    if not value.is_finite():
-        return str(value)
-    if value == value.to_integral_value() and abs(value) < 2**53:
-        return int(value)
-    return float(value)
-
-
-def _duration(value: timedelta) -> str:
-    """A MySQL ``TIME`` value (the driver's timedelta) as ``[-]HH:MM:SS[.ffffff]``."""
-    sign = "-" if value < timedelta(0) else ""
-    micros = abs(value) // timedelta(microseconds=1)
-    seconds, fraction = divmod(micros, 1_000_000)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    text = f"{sign}{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{text}.{fraction:06d}" if fraction else text
-
-
-def _unique_names(columns: list[str]) -> list[str]:
-    """Column labels made unique (``id``, ``id#2``) so joined rows lose no cell."""
-    seen: dict[str, int] = {}
-    names: list[str] = []
-    for column in columns:
-        seen[column] = seen.get(column, 0) + 1
-        names.append(column if seen[column] == 1 else f"{column}#{seen[column]}")
-    return names
-
-
-def _parse_configured_dsn(dsn: str | None) -> MysqlDsn | None:
-    """The parsed DSN, or None (→ ``NOT_CONFIGURED``) when unset or malformed."""
-    if dsn is None or not dsn.strip():
-        return None
-    try:
-        return parse_dsn(dsn)
-    except ValueError as error:
-        logger.warning("query_mysql disabled: DIAG_MYSQL_DSN is malformed (%s)", error)
-        return None
-
-
-def _normalise_allowlist(tables: tuple[str, ...], dsn: MysqlDsn | None) -> frozenset[str] | None:
-    """The configured allowlist, or None when empty (read from the server on first use).
-
-    Entries may be ``table`` or ``<dsn database>.table``; entries naming another database are
-    dropped with a warning, since the guard only ever admits the DSN's own database.
-    """
-    names: set[str] = set()
-    for entry in (t.strip() for t in tables if t.strip()):
-        database, _, table = entry.rpartition(".")
-        if database and (dsn is None or database != dsn.database):
-            logger.warning("query_mysql: ignoring allowlist entry outside the DSN database")
-            continue
-        names.add(table)
-    return frozenset(names) if names else None
-
-
-def _classify(error: BaseException) -> AdapterErrorCode:
-    """Map a driver/server/network failure to a stable code."""
-    if isinstance(error, TimeoutError):
-        return AdapterErrorCode.TIMEOUT
-    number = _error_number(error)
-    for codes, result in (
-        (_TIMEOUT_ERRORS, AdapterErrorCode.TIMEOUT),
-        (_UNAVAILABLE_ERRORS, AdapterErrorCode.UNAVAILABLE),
-        (_FORBIDDEN_ERRORS, AdapterErrorCode.FORBIDDEN_QUERY),
-        (_INVALID_INPUT_ERRORS, AdapterErrorCode.INVALID_INPUT),
-    ):
-        if number in codes:
-            return result
-    if isinstance(error, ConnectionError | OSError):
-        return AdapterErrorCode.UNAVAILABLE
-    return AdapterErrorCode.INTERNAL
-
-
-def _error_number(error: BaseException) -> int | None:
-    """The MySQL error number carried by pymysql errors (``args[0]``), if any."""
-    args = getattr(error, "args", ())
-    if args and isinstance(args[0], int):
-        return args[0]
-    return None

@@ -16,6 +16,15 @@ import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
+__all__ = [
+    "MAX_ROLES",
+    "PUBLIC",
+    "READ_ONLY_PRIVILEGES",
+    "GrantVerdict",
+    "assess_grant_lines",
+    "effective_grants_verdict",
+]
+
 READ_ONLY_PRIVILEGES = frozenset({"SELECT", "SHOW VIEW", "USAGE"})
 MAX_ROLES = 32
 

@@ -1,0 +1,77 @@
+"""What a log source returns and how it fails: records, pages, the source protocol.
+
+A :class:`LogSource` searches one service's lines in a window and answers a :class:`LogPage`
+(at most ``limit`` :class:`LogRecord` newest first, with the summary of every match), or raises
+:class:`LogSourceError` carrying a stable code, never backend text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from plugin.tools.base import AdapterErrorCode, ProbeReport
+from plugin.tools.schemas import LogsInput, LogSummary
+
+__all__ = [
+    "MASK_SECONDS",
+    "MAX_LINE_BYTES",
+    "LogPage",
+    "LogRecord",
+    "LogSource",
+    "LogSourceError",
+    "newest_page",
+]
+
+MAX_LINE_BYTES = 64 * 1024
+MASK_SECONDS = 5.0  # masking one summary's pattern keys, at most (then exact: false)
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One matched line as a source returns it, before projection."""
+
+    ts: datetime
+    service: str
+    level: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class LogPage:
+    """At most ``limit`` records, newest first; ``truncated`` when more matched; the
+    ``summary`` of every match (see :mod:`plugin.tools.log_summary`)."""
+
+    items: list[LogRecord]
+    truncated: bool
+    summary: LogSummary | None = None
+
+
+class LogSourceError(Exception):
+    """A source failure reduced to a stable code; the cause is logged, never forwarded."""
+
+    def __init__(self, code: AdapterErrorCode) -> None:
+        super().__init__(code.value)
+        self.code = code
+
+
+class LogSource(Protocol):
+    """Where log lines come from."""
+
+    async def search(self, q: LogsInput) -> LogPage:
+        """Return matches newest first; raise :class:`LogSourceError` on failure."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+    async def probe(self) -> ProbeReport:
+        """For ``check``: reach the source once, bounded (:mod:`plugin.tools.logs.probe`)."""
+        ...
+
+
+def newest_page(records: list[LogRecord], limit: int) -> LogPage:
+    ordered = sorted(records, key=lambda r: r.ts, reverse=True)
+    return LogPage(items=ordered[:limit], truncated=len(ordered) > limit)
