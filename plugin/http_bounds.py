@@ -42,35 +42,42 @@ class AnswerTooLarge(httpx.TransportError):
         super().__init__(f"answer larger than {limit} bytes")
 
 
+def _zlib_header(data: bytes) -> bool:
+    """Whether ``data`` starts with a zlib header (RFC 1950: deflate method, check bits)."""
+    return data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0
+
+
 class _Inflater:
     """Bounded gzip/deflate decoding (``deflate`` with or without its zlib header)."""
 
     def __init__(self, encoding: str) -> None:
         self._encoding = encoding
         self._z = zlib.decompressobj(_WBITS[encoding])
+        self._head = b""
+        """``deflate`` only: the first bytes, kept until its two header bytes have arrived."""
         self._started = False
 
     def feed(self, data: bytes, room: int) -> bytes:
         """Up to ``room + 1`` decoded bytes of ``data`` (one more than ``room``: too large)."""
+        if self._encoding == "deflate" and not self._started:
+            data, self._head = self._head + data, b""
+            if len(data) < 2:  # a split answer parses as if it came in one piece
+                self._head = data
+                return b""
+            if not _zlib_header(data):
+                self._z = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as some servers send
+        self._started = True
         try:
             out = self._z.decompress(data, room + 1)
         except zlib.error:
-            if self._started or self._encoding != "deflate":
-                raise httpx.DecodingError("corrupt compressed answer") from None
-            self._z = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as some servers send
-            out = self._decompress_raw(data, room)
-        self._started = True
-        return out
-
-    def _decompress_raw(self, data: bytes, room: int) -> bytes:
-        try:
-            return self._z.decompress(data, room + 1)
-        except zlib.error:
             raise httpx.DecodingError("corrupt compressed answer") from None
+        if self._z.unused_data:
+            raise httpx.DecodingError("data after the end of the compressed answer")
+        return out
 
     def finish(self) -> None:
         """A compressed body must end where its stream says it ends (an empty one is empty)."""
-        if self._started and not self._z.eof:
+        if self._head or (self._started and not self._z.eof):
             raise httpx.DecodingError("compressed answer cut short")
 
 

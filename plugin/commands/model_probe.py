@@ -277,7 +277,7 @@ def _error_code(response: httpx.Response, sent: Mapping[str, Any]) -> str:
     key of the request. Nothing else of the body is ever shown."""
     try:
         error = response.json().get("error")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # nesting deeper than json can parse
         return ""
     if not isinstance(error, dict):
         return ""
@@ -376,7 +376,7 @@ async def _send(
         return _http_problem(response, body)
     try:
         parsed = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than json can parse
         return Answer(None, f"answered HTTP {response.status_code} with a body that is not JSON")
     if not isinstance(parsed, dict):
         return Answer(None, "answered JSON that is not a chat completion")

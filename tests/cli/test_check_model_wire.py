@@ -53,6 +53,9 @@ WIRES = {
     "chunked-gzip-fragments": Wire(),
     "chunked-deflate": Wire(encoding="deflate"),
     "raw-deflate-with-length": Wire(chunked=False, encoding="deflate-raw"),
+    # the zlib-or-raw decision needs two bytes: they arrive one write at a time
+    "raw-deflate-one-byte-writes": Wire(chunked=False, encoding="deflate-raw", write_sizes=(1, 1)),
+    "zlib-deflate-one-byte-writes": Wire(encoding="deflate", write_sizes=(1, 1)),
     "plain-length-fragments": Wire(chunked=False, encoding=None),
     "one-piece": ONE_PIECE,
 }
@@ -128,7 +131,22 @@ UNDECODABLE = {
     "not-gzip": (("Content-Encoding", "gzip"), b"this is not gzip " + CANARY.encode()),
     "cut-gzip": (("Content-Encoding", "gzip"), gzip.compress(bytes(range(256)) * 64)[:-12]),
     "never-offered": (("Content-Encoding", "br"), CANARY.encode()),
+    # a second gzip member, or bytes after the stream's end: never silently dropped
+    "two-gzip-members": (("Content-Encoding", "gzip"), gzip.compress(b"{}") * 2),
+    "gzip-then-garbage": (("Content-Encoding", "gzip"), gzip.compress(b"{}") + CANARY.encode()),
 }
+
+
+@pytest.mark.parametrize("status", [200, 400])
+async def test_json_nested_deeper_than_the_parser_is_a_stable_reason(status: int) -> None:
+    """Hostile nesting (a RecursionError in the JSON parser) is a body that is not JSON."""
+    deep = b'{"error": ' * 20_000 + b"1" + b"}" * 20_000  # 220 KB: under the cap
+    script = [Reply(status=status, body=deep), *capable()[1:]]
+    report = await probe(FakeModel(wire=Wire(encoding=None), script=script))
+    reason = report.to_json()["capabilities"]["tool_calling"]["reason"]
+    assert reason == {200: "answered HTTP 200 with a body that is not JSON"}.get(
+        status, "refused (HTTP 400)"
+    )
 
 
 @pytest.mark.parametrize("case", UNDECODABLE.values(), ids=UNDECODABLE.keys())
