@@ -5,9 +5,10 @@
 context variable the harness binds when a run starts (:func:`bind_run_id`); asyncio tasks copy
 it when they are created, so the framework's tasks of the run carry it too.
 
-Third-party loggers (HTTP clients, the model SDK, LlamaIndex, Slack, the MySQL driver) are held
-at ``WARNING`` unless ``DIAG_LOG_LEVEL=DEBUG``: httpx's request lines and library chatter only
-appear when asked for.
+Third-party loggers (HTTP clients, the model SDK, LlamaIndex, Slack, the MySQL driver, the BM25
+index ``bm25s`` and the tokenizer ``jieba``) are held at ``WARNING`` unless
+``DIAG_LOG_LEVEL=DEBUG``: httpx's request lines and library chatter (bm25s's "Building index
+from …" lines) only appear when asked for.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ THIRD_PARTY_LOGGERS = (
     "aiohttp",
     "asyncio",
     "jieba",
+    "bm25s",
 )
 
 _RUN_ID: ContextVar[str | None] = ContextVar("diag_run_id", default=None)
