@@ -22,14 +22,14 @@ from pathlib import Path
 
 __all__ = [
     "BUNDLED_CASSETTES",
-    "BUNDLED_EVALS",
     "BUNDLED_INCIDENT",
     "BUNDLED_KNOWLEDGE",
     "BUNDLED_LOGS",
     "BUNDLED_MYSQL",
-    "SAMPLE_SLACK_EVENT",
+    "bundled_evals",
     "manifest_text",
     "prompt_file",
+    "sample_slack_event",
 ]
 
 _PROMPTS = "plugin.resources.prompts"
@@ -60,5 +60,13 @@ BUNDLED_KNOWLEDGE: Path = BUNDLED_INCIDENT / "runbooks"
 BUNDLED_LOGS: Path = BUNDLED_INCIDENT / "logs"
 BUNDLED_CASSETTES: Path = BUNDLED_INCIDENT / "cassettes"
 BUNDLED_MYSQL: Path = BUNDLED_INCIDENT / "mysql"
-BUNDLED_EVALS: Path = _on_disk(files(_EVALS), "eval suite")
-SAMPLE_SLACK_EVENT: Path = _on_disk(files(_SLACK), "sample Slack event") / "app_mention.json"
+
+
+def bundled_evals() -> Path:
+    """The bundled eval suite's folder (``examples/evals/``), as installed."""
+    return _on_disk(files(_EVALS), "eval suite")
+
+
+def sample_slack_event() -> Path:
+    """The sample Slack event envelope (``examples/slack/app_mention.json``), as installed."""
+    return _on_disk(files(_SLACK), "sample Slack event") / "app_mention.json"

@@ -8,27 +8,27 @@ runbooks and log folder), ``mysql`` (its schema and seed). Exit 2 on an unknown 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from plugin.resources import (
-    BUNDLED_EVALS,
     BUNDLED_INCIDENT,
     BUNDLED_KNOWLEDGE,
     BUNDLED_LOGS,
     BUNDLED_MYSQL,
-    SAMPLE_SLACK_EVENT,
+    bundled_evals,
+    sample_slack_event,
 )
 
 __all__ = ["PATHS", "main"]
 
-PATHS: dict[str, Path] = {
-    "evals": BUNDLED_EVALS,
-    "slack-event": SAMPLE_SLACK_EVENT,
-    "incident": BUNDLED_INCIDENT,
-    "knowledge": BUNDLED_KNOWLEDGE,
-    "logs": BUNDLED_LOGS,
-    "mysql": BUNDLED_MYSQL,
+PATHS: dict[str, Callable[[], Path]] = {
+    "evals": bundled_evals,
+    "slack-event": sample_slack_event,
+    "incident": lambda: BUNDLED_INCIDENT,
+    "knowledge": lambda: BUNDLED_KNOWLEDGE,
+    "logs": lambda: BUNDLED_LOGS,
+    "mysql": lambda: BUNDLED_MYSQL,
 }
 
 
@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(names) != 1 or names[0] not in PATHS:
         sys.stderr.write(f"usage: python -m plugin.resources {{{','.join(PATHS)}}}\n")
         return 2
-    sys.stdout.write(f"{PATHS[names[0]]}\n")
+    sys.stdout.write(f"{PATHS[names[0]]()}\n")
     return 0
 
 

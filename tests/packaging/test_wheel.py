@@ -330,7 +330,7 @@ async def test_replay_of_a_recorded_event(installed: Installed, empty_dir: Path)
 
 async def test_replay_of_the_bundled_sample_event(installed: Installed, empty_dir: Path) -> None:
     """README's replay example, with the envelope the wheel ships (not the checkout's copy)."""
-    event = _installed_path(installed, empty_dir, "r.SAMPLE_SLACK_EVENT")
+    event = _installed_path(installed, empty_dir, "r.sample_slack_event()")
     assert event.is_relative_to(installed.venv.resolve()) and event.is_file()
     out = _run(
         [str(installed.python), "-m", "plugin.resources", "slack-event"],
@@ -356,7 +356,7 @@ async def test_replay_of_the_bundled_sample_event(installed: Installed, empty_di
 async def test_eval_replay_of_the_bundled_suite(installed: Installed, empty_dir: Path) -> None:
     """README's offline eval example from the wheel: every bundled case runs from its recorded
     cassettes (the MySQL cases are SKIPPED without ``--mysql-admin-dsn``), exit 0."""
-    suite = _installed_path(installed, empty_dir, "r.BUNDLED_EVALS")
+    suite = _installed_path(installed, empty_dir, "r.bundled_evals()")
     assert suite.is_relative_to(installed.venv.resolve()) and suite.is_dir()
     report = empty_dir / "report.json"
     code, out, err = await _sre_diag(
