@@ -22,6 +22,7 @@ from bench.coldstart import run_coldstart
 from bench.common import Row, Sizes, Status
 from bench.concurrency import run_concurrency
 from bench.overhead import run_overhead
+from bench.runstart import run_runstart
 from bench.slack_ack import run_slack_ack
 from bench.tools_knowledge import run_knowledge
 from bench.tools_logs import run_logs
@@ -42,6 +43,7 @@ SECTIONS: tuple[tuple[str, Section], ...] = (
     ("4 tools: query_logs", run_logs),
     ("4 tools: catalogues", run_catalogue),
     ("5 cold start", run_coldstart),
+    ("5 cold start", run_runstart),
     ("6 workers", run_workers),
 )
 

@@ -82,6 +82,7 @@ class Sizes:
     log_queries: int = 40
     cold_starts: int = 3
     import_probe: bool = True
+    runstart_runs: int = 5
     slack_mentions: int = 200
     slack_in_flight: int = 50
 
@@ -99,6 +100,7 @@ class Sizes:
             log_queries=8,
             cold_starts=1,
             import_probe=False,
+            runstart_runs=2,
             slack_mentions=20,
             slack_in_flight=5,
         )
@@ -118,6 +120,7 @@ class Sizes:
             log_queries=2,
             cold_starts=1,
             import_probe=False,
+            runstart_runs=2,
             slack_mentions=4,
             slack_in_flight=2,
         )

@@ -5,9 +5,12 @@
 context variable the harness binds when a run starts (:func:`bind_run_id`); asyncio tasks copy
 it when they are created, so the framework's tasks of the run carry it too.
 
-Third-party loggers (HTTP clients, the model SDK, LlamaIndex, Slack, the MySQL driver) are held
-at ``WARNING`` unless ``DIAG_LOG_LEVEL=DEBUG``: httpx's request lines and library chatter only
-appear when asked for.
+Third-party loggers (HTTP clients, the model SDK, LlamaIndex, Slack, the MySQL driver, the BM25
+index ``bm25s`` and the tokenizer ``jieba``) are held at ``WARNING`` unless
+``DIAG_LOG_LEVEL=DEBUG``: httpx's request lines and library chatter (bm25s's "Building index
+from …" lines) only appear when asked for. Their levels are set, and the process handler also
+drops their records below that level, since a library may set its own level when it is
+imported later (bm25s sets ``DEBUG`` on import).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ THIRD_PARTY_LOGGERS = (
     "aiohttp",
     "asyncio",
     "jieba",
+    "bm25s",
 )
 
 _RUN_ID: ContextVar[str | None] = ContextVar("diag_run_id", default=None)
@@ -67,6 +71,19 @@ class _RunIdFilter(logging.Filter):
         return True
 
 
+class _QuietLibraries(logging.Filter):
+    """Drops third-party records below ``level``, whatever level the library set itself."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= self.level:
+            return True
+        return record.name.split(".", 1)[0] not in THIRD_PARTY_LOGGERS
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object a line; an exception is named by its type, never dumped raw."""
 
@@ -85,10 +102,14 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
-def build_handler(log_format: str = "text", stream: TextIO | None = None) -> logging.Handler:
-    """A stream handler in the chosen format that tags records with the current run id."""
+def build_handler(
+    log_format: str = "text", stream: TextIO | None = None, *, library_level: int = logging.DEBUG
+) -> logging.Handler:
+    """A stream handler in the chosen format that tags records with the current run id and
+    drops third-party records below ``library_level``."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.set_name(_HANDLER_NAME)
+    handler.addFilter(_QuietLibraries(library_level))
     handler.addFilter(_RunIdFilter())
     formatter = JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT_FORMAT)
     handler.setFormatter(formatter)
@@ -101,9 +122,9 @@ def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
     for handler in list(root.handlers):
         if handler.get_name() == _HANDLER_NAME:
             root.removeHandler(handler)
-    root.addHandler(build_handler(log_format))
     numeric = logging.getLevelName(level.upper())
     root.setLevel(numeric if isinstance(numeric, int) else logging.INFO)
     quiet = logging.DEBUG if root.level <= logging.DEBUG else max(logging.WARNING, root.level)
+    root.addHandler(build_handler(log_format, library_level=quiet))
     for name in THIRD_PARTY_LOGGERS:
         logging.getLogger(name).setLevel(quiet)

@@ -1,11 +1,14 @@
-"""Data the product ships: the prompts, the Slack app manifest and the bundled demo incident.
+"""Data the product ships: prompts, Slack app manifest, demo incident, eval suite, sample event.
 
 In the repository they stay at the top level (``prompts/``, ``examples/incident/``,
-``manifest.yaml``); the build maps them into this package (``[tool.setuptools.package-dir]`` in
-pyproject: ``plugin.resources.prompts`` is ``prompts/``, ``plugin.resources.incident`` is
-``examples/incident/``; ``manifest.yaml`` here links to the top-level file), so a wheel, an sdist
-build and the editable install all find them through ``importlib.resources``, never through a
-path relative to the source tree.
+``examples/evals/``, ``examples/slack/``, ``manifest.yaml``); the build maps them into this
+package (``[tool.setuptools.package-dir]`` in pyproject: ``plugin.resources.prompts`` is
+``prompts/``, ``plugin.resources.incident`` is ``examples/incident/``, ``plugin.resources.evals``
+is ``examples/evals/``, ``plugin.resources.slack`` is ``examples/slack/``; ``manifest.yaml`` here
+links to the top-level file), so a wheel, an sdist build and the editable install all find them
+through ``importlib.resources``, never through a path relative to the source tree.
+``python -m plugin.resources NAME`` prints where one of them is installed (for shell use:
+``sre-diag eval --replay "$(python -m plugin.resources evals)"``).
 
 The bundled incident is demo data: only ``demo`` (and ``eval``) point the tools at it. Unset
 ``DIAG_KNOWLEDGE_DIR`` / ``DIAG_LOGS_SOURCE`` mean ``NOT_CONFIGURED``, never the demo data.
@@ -23,12 +26,16 @@ __all__ = [
     "BUNDLED_KNOWLEDGE",
     "BUNDLED_LOGS",
     "BUNDLED_MYSQL",
+    "bundled_evals",
     "manifest_text",
     "prompt_file",
+    "sample_slack_event",
 ]
 
 _PROMPTS = "plugin.resources.prompts"
 _INCIDENT = "plugin.resources.incident"
+_EVALS = "plugin.resources.evals"
+_SLACK = "plugin.resources.slack"
 
 
 def _on_disk(resource: Traversable, what: str) -> Path:
@@ -53,3 +60,13 @@ BUNDLED_KNOWLEDGE: Path = BUNDLED_INCIDENT / "runbooks"
 BUNDLED_LOGS: Path = BUNDLED_INCIDENT / "logs"
 BUNDLED_CASSETTES: Path = BUNDLED_INCIDENT / "cassettes"
 BUNDLED_MYSQL: Path = BUNDLED_INCIDENT / "mysql"
+
+
+def bundled_evals() -> Path:
+    """The bundled eval suite's folder (``examples/evals/``), as installed."""
+    return _on_disk(files(_EVALS), "eval suite")
+
+
+def sample_slack_event() -> Path:
+    """The sample Slack event envelope (``examples/slack/app_mention.json``), as installed."""
+    return _on_disk(files(_SLACK), "sample Slack event") / "app_mention.json"

@@ -22,7 +22,7 @@ EXPECTED = {
     "4 tools: lookup_knowledge": 2,
     "4 tools: query_logs": 5,
     "4 tools: catalogues": 2,
-    "5 cold start": 1,
+    "5 cold start": 2,
     "6 workers": 4,
 }
 

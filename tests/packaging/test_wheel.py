@@ -8,8 +8,10 @@ already installed dependencies through one ``.pth`` line naming a folder of link
 venv's site-packages entries, without this project's own editable finder and metadata (and a
 ``.pth`` file inside a folder named by a ``.pth`` line is never processed anyway). Then, from an
 empty folder, with no ``PYTHONPATH`` and no ``DIAG_*`` settings: ``sre-diag demo``, ``sre-diag
-diagnose`` against the shipped scripted model server, ``sre-diag replay`` of a recorded event,
-and ``import plugin; from plugin import register`` — all from the venv, not the checkout.
+diagnose`` against the shipped scripted model server, ``sre-diag replay`` of a recorded event
+and of the bundled sample event, ``sre-diag eval --replay`` of the bundled eval suite, the
+business-database setup module, and ``import plugin; from plugin import register`` — all from
+the venv, not the checkout.
 """
 
 from __future__ import annotations
@@ -187,6 +189,12 @@ def test_the_wheel_carries_every_module_and_the_data(installed: Installed) -> No
         assert files and {f"plugin/resources/incident/{f}" for f in files} <= names, pattern
     assert "plugin/resources/incident/mysql/seed.py" in names
     assert "plugin/resources/manifest.yaml" in names
+    suite = REPO / "examples" / "evals"
+    for pattern in ("*/*.json", "*/*.sql", "*/runbooks/*.md", "*/logs/*/*/*.jsonl"):
+        files = {p.relative_to(suite).as_posix() for p in suite.glob(pattern)}
+        assert files and {f"plugin/resources/evals/{f}" for f in files} <= names, pattern
+    assert "plugin/resources/slack/app_mention.json" in names
+    assert "plugin/commands/setup_mysql.py" in names
     print(f"\nwheel built and installed in {installed.build_seconds:.1f} s")
 
 
@@ -318,3 +326,64 @@ async def test_replay_of_a_recorded_event(installed: Installed, empty_dir: Path)
     server.assert_complete()
     assert "[chat.postMessage thread_ts=1795860360.000100]" in out
     assert json.loads(out.strip().splitlines()[-1])["outcome"] == "DRAFT"
+
+
+async def test_replay_of_the_bundled_sample_event(installed: Installed, empty_dir: Path) -> None:
+    """README's replay example, with the envelope the wheel ships (not the checkout's copy)."""
+    event = _installed_path(installed, empty_dir, "r.sample_slack_event()")
+    assert event.is_relative_to(installed.venv.resolve()) and event.is_file()
+    out = _run(
+        [str(installed.python), "-m", "plugin.resources", "slack-event"],
+        empty_dir,
+        _clean_env(installed.venv),
+    )
+    assert Path(out.strip()) == event
+    async with ScriptedModelServer([final_step(draft_json(conclusion=False))]) as server:
+        code, out, err = await _sre_diag(
+            installed,
+            empty_dir,
+            "replay",
+            str(event),
+            OPENAI_BASE_URL=server.base_url,
+            OPENAI_API_KEY="sk-wheel-test",
+            DIAG_MODEL="scripted-model",
+        )
+    assert code == 0, err
+    server.assert_complete()
+    assert json.loads(out.strip().splitlines()[-1])["outcome"] == "DRAFT"
+
+
+async def test_eval_replay_of_the_bundled_suite(installed: Installed, empty_dir: Path) -> None:
+    """README's offline eval example from the wheel: every bundled case runs from its recorded
+    cassettes (the MySQL cases are SKIPPED without ``--mysql-admin-dsn``), exit 0."""
+    suite = _installed_path(installed, empty_dir, "r.bundled_evals()")
+    assert suite.is_relative_to(installed.venv.resolve()) and suite.is_dir()
+    report = empty_dir / "report.json"
+    code, out, err = await _sre_diag(
+        installed, empty_dir, "eval", "--replay", str(suite), "--out", str(report),
+        DIAG_LOG_LEVEL="WARNING",
+    )  # fmt: skip
+    assert code == 0, out + err[-2000:]
+    runs = json.loads(report.read_text(encoding="utf-8"))["runs"]
+    cases = {case.parent.name for case in (REPO / "examples" / "evals").glob("*/case.json")}
+    assert len(cases) == 10 and {run["case"] for run in runs} == cases
+    assert "Traceback" not in err
+
+
+def test_the_database_setup_ships_as_a_module(installed: Installed, empty_dir: Path) -> None:
+    """README's business-database setup runs from the wheel: ``python -m
+    plugin.commands.setup_mysql`` (its usage here; an unreachable server is exit 2, one line)."""
+    out = _run(
+        [str(installed.python), "-m", "plugin.commands.setup_mysql", "--help"],
+        empty_dir,
+        _clean_env(installed.venv),
+    )
+    assert "--admin-dsn" in out and "--ro-password" in out
+    done = subprocess.run(
+        [str(installed.python), "-m", "plugin.commands.setup_mysql",
+         "--admin-dsn", "mysql://nobody@127.0.0.1:9"],
+        cwd=empty_dir, env=_clean_env(installed.venv), capture_output=True, text=True,
+        timeout=RUN_TIMEOUT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.startswith("setup_mysql: cannot reach MySQL/MariaDB at 127.0.0.1:9")
