@@ -1,4 +1,4 @@
-"""Pattern mining for the ``query_logs`` summary: the masker of ``plugin.tools.log_summary`` against
+"""Pattern mining for the ``query_logs`` summary: the masker of ``plugin.tools.logs.summary`` against
 Drain3 (logpai's streaming log template miner, the field's standard), on
 
 * the bundled incident (``examples/incident/logs``: every line of every service), each line
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO
-from plugin.tools.log_summary import full_pattern, window_patterns
+from plugin.tools.logs.summary import full_pattern, window_patterns
 
 __all__ = [
     "DEVELOPMENT",

@@ -157,7 +157,7 @@ async def _patterns(args: argparse.Namespace) -> int:
 def _print_patterns(file: str | None) -> int:
     # Plain blocking reads: this command runs nothing else on its loop. The input is one
     # window, as the summary sees a query's matches: read whole, then grouped.
-    from plugin.tools.log_summary import window_patterns
+    from plugin.tools.logs.summary import window_patterns
 
     try:
         source = open(file, "rb") if file is not None else sys.stdin.buffer

@@ -10,7 +10,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from plugin.tools.log_summary import PATTERN_CHARS, Grid, Tally
+from plugin.tools.logs.summary import PATTERN_CHARS, Grid, Tally
 from tests.cli.test_cli import REPO
 
 LINES = [

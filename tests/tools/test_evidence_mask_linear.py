@@ -1,6 +1,6 @@
 """The pattern masker stays linear on hostile message shapes (issue 20 item 3).
 
-Every rule of :data:`plugin.tools.log_summary._MASKS` is timed on 32 KB runs of the characters its
+Every rule of :data:`plugin.tools.logs.summary._MASKS` is timed on 32 KB runs of the characters its
 quantifiers repeat over, with several tails (a run ending where a rule then needs something
 is the backtracking trigger). The number-with-unit rule started at every digit group of
 ``1.1.1.…`` and scanned the rest of the run from each: quadratic (~10 ms for 1.2 KB, the
@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from plugin.tools.log_summary import _MASKS, KEY_CHARS, full_pattern, mask_message, pattern_key
+from plugin.tools.logs.summary import _MASKS, KEY_CHARS, full_pattern, mask_message, pattern_key
 
 SIZE = 32 * 1024
 UNITS = [

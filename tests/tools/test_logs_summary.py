@@ -16,7 +16,7 @@ import pytest
 
 from plugin.contract.observations import ready_observation
 from plugin.tools.base import AdapterCall, Ready
-from plugin.tools.log_summary import (
+from plugin.tools.logs.summary import (
     MAX_KEYS,
     PATTERN_BYTES,
     PATTERN_CHARS,

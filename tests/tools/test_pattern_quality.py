@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from plugin.tools.log_summary import (
+from plugin.tools.logs.summary import (
     _MASKS,
     MERGE_VARIANTS,
     PATTERN_CHARS,

@@ -6,7 +6,7 @@ The adapter (:mod:`~plugin.tools.logs.adapter`) only projects; a source
 :mod:`~plugin.tools.logs.prefilter` for matching) or Loki (:mod:`~plugin.tools.logs.loki`, with
 :mod:`~plugin.tools.logs.logql` for the query text). :func:`build_log_source`
 (:mod:`~plugin.tools.logs.build`) picks the source from ``DIAG_LOGS_SOURCE``. The summary of
-every match is :mod:`plugin.tools.log_summary`. The names callers use are re-exported here.
+every match is :mod:`plugin.tools.logs.summary`. The names callers use are re-exported here.
 """
 
 from plugin.tools.logs.adapter import (

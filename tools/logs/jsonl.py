@@ -9,7 +9,7 @@ Each line is one JSON object: ``ts`` (RFC 3339 with offset), ``service``, ``leve
 attributes (ignored here). A line belongs to the file of its own UTC hour. Lines are usually
 sorted by ``ts`` but need not be. The point of the layout is that cost follows the window, not
 the history: a query opens only the files of the hours its window touches, newest hour first —
-every one of them, because the ``summary`` (:mod:`plugin.tools.log_summary`) counts every matching
+every one of them, because the ``summary`` (:mod:`plugin.tools.logs.summary`) counts every matching
 line
 of the window exactly, while the items are the newest ``limit`` matches. A file is read 256 KB
 at a time; a level or ``contains`` filter is first looked for in the raw bytes
@@ -41,7 +41,7 @@ from typing import IO, cast
 import orjson
 
 from plugin.tools.base import AdapterErrorCode, ProbeReport
-from plugin.tools.log_summary import Grid, Tally, pattern_keys
+from plugin.tools.logs.summary import Grid, Tally, pattern_keys
 from plugin.tools.logs.files import open_inside
 from plugin.tools.logs.prefilter import Match, Row, keep_all
 from plugin.tools.logs.probe import probe_folder

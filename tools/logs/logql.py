@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from plugin.tools.log_summary import Grid
+from plugin.tools.logs.summary import Grid
 from plugin.tools.schemas import LogsInput
 
 __all__ = [

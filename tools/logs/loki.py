@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from yarl import URL
 
 from plugin.tools.base import AdapterErrorCode, ProbeReport
-from plugin.tools.log_summary import Grid, Tally
+from plugin.tools.logs.summary import Grid, Tally
 from plugin.tools.logs.logql import (
     LABEL_NAME,
     LINE_FORMATS,

@@ -41,7 +41,7 @@ class LogRecord:
 @dataclass(frozen=True, slots=True)
 class LogPage:
     """At most ``limit`` records, newest first; ``truncated`` when more matched; the
-    ``summary`` of every match (see :mod:`plugin.tools.log_summary`)."""
+    ``summary`` of every match (see :mod:`plugin.tools.logs.summary`)."""
 
     items: list[LogRecord]
     truncated: bool
