@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
-from plugin.tools.logs.summary import Grid, Tally
 from plugin.tools.logs import CHUNK_BYTES, JsonlLogSource, LogsAdapter
+from plugin.tools.logs.summary import Grid, Tally
 from plugin.tools.schemas import LogSummary
 from plugin.tools.threads import OutOfTime, Stop, Stopped, in_thread
 from tests.tools.test_logs import _at, _input, _line, _write

@@ -16,6 +16,13 @@ import pytest
 
 from plugin.contract.observations import ready_observation
 from plugin.tools.base import AdapterCall, Ready
+from plugin.tools.logs import (
+    JsonlLogSource,
+    LogsAdapter,
+    LokiLogSource,
+    build_count_logql,
+    build_logql,
+)
 from plugin.tools.logs.summary import (
     MAX_KEYS,
     PATTERN_BYTES,
@@ -24,13 +31,6 @@ from plugin.tools.logs.summary import (
     Tally,
     mask_message,
     pattern_of,
-)
-from plugin.tools.logs import (
-    JsonlLogSource,
-    LogsAdapter,
-    LokiLogSource,
-    build_count_logql,
-    build_logql,
 )
 from plugin.tools.schemas import LogItem, LogLevel, LogsInput, LogSummary
 from tests.tools.fake_loki import FakeLoki, Reply, json_reply

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from plugin.tools.base import AdapterCall, AdapterResult, Failed, ProbeReport, Ready, ToolName
-from plugin.tools.logs.summary import format_ts
 from plugin.tools.logs.source import LogPage, LogRecord, LogSource, LogSourceError
+from plugin.tools.logs.summary import format_ts
 from plugin.tools.redact import HEADROOM, redact_prefix
 from plugin.tools.schemas import LogItem, LogsInput
 

@@ -41,7 +41,6 @@ from typing import IO, cast
 import orjson
 
 from plugin.tools.base import AdapterErrorCode, ProbeReport
-from plugin.tools.logs.summary import Grid, Tally, pattern_keys
 from plugin.tools.logs.files import open_inside
 from plugin.tools.logs.prefilter import Match, Row, keep_all
 from plugin.tools.logs.probe import probe_folder
@@ -52,6 +51,7 @@ from plugin.tools.logs.source import (
     LogRecord,
     LogSourceError,
 )
+from plugin.tools.logs.summary import Grid, Tally, pattern_keys
 from plugin.tools.schemas import SERVICE_NAME, LogsInput
 from plugin.tools.threads import OutOfTime, Stop, in_thread
 

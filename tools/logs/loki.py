@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from yarl import URL
 
 from plugin.tools.base import AdapterErrorCode, ProbeReport
-from plugin.tools.logs.summary import Grid, Tally
 from plugin.tools.logs.logql import (
     LABEL_NAME,
     LINE_FORMATS,
@@ -41,6 +40,7 @@ from plugin.tools.logs.source import (
     LogSourceError,
     newest_page,
 )
+from plugin.tools.logs.summary import Grid, Tally
 from plugin.tools.schemas import SERVICE_NAME, LogsInput, LogSummary
 from plugin.tools.threads import Stop, in_thread
 
