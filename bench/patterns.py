@@ -1,4 +1,4 @@
-"""Pattern mining for the ``query_logs`` summary: the masker of ``plugin.tools.logs.summary`` against
+"""Pattern mining for ``query_logs``: the masker of ``plugin.tools.logs.summary`` against
 Drain3 (logpai's streaming log template miner, the field's standard), on
 
 * the bundled incident (``examples/incident/logs``: every line of every service), each line
