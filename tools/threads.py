@@ -22,18 +22,12 @@ import time
 from collections.abc import Callable
 from typing import Concatenate, ParamSpec, TypeVar
 
+from plugin.tools.errors import OutOfTime, Stopped
+
 __all__ = ["NEVER", "OutOfTime", "Stop", "Stopped", "in_thread"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-
-class Stopped(Exception):
-    """The work was asked to stop (its caller is gone)."""
-
-
-class OutOfTime(Stopped):
-    """The work's own time budget ran out."""
 
 
 class Stop:

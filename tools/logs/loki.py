@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from yarl import URL
 
 from plugin.tools.base import AdapterErrorCode, ProbeReport
+from plugin.tools.errors import BodyTooLarge
 from plugin.tools.logs.logql import (
     LABEL_NAME,
     LINE_FORMATS,
@@ -269,14 +270,6 @@ async def _both(first: Awaitable[bytes], second: Awaitable[bytes]) -> tuple[byte
 
 READ_CHUNK_BYTES = 64 * 1024
 LABELS_MAX_BYTES = 1024 * 1024  # a label-values answer (the services catalogue)
-
-
-class BodyTooLarge(LogSourceError):
-    """An answer over its byte cap: reading stopped there (``UNAVAILABLE``, never ``INTERNAL``)."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(AdapterErrorCode.UNAVAILABLE)
-        self.limit = limit
 
 
 async def read_body(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:

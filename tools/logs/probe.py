@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from plugin.tools.base import ProbeReport
+from plugin.tools.errors import LokiAnswerTooLarge
 from plugin.tools.plain import clean_entry
 from plugin.tools.probing import CONNECT_SECONDS, failed, hostport, listed, ok, os_reason, unset
 
@@ -70,10 +71,6 @@ def _log_folder(folder: Path) -> ProbeReport:
 # --- Loki --------------------------------------------------------------------------------------
 
 
-class _TooLarge(Exception):
-    """An answer over :data:`LOKI_BODY_BYTES` (reading stopped there)."""
-
-
 async def _get_capped(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
     """Status and the whole decoded body (chunked, gzip, deflate) of one GET, at most
     :data:`LOKI_BODY_BYTES`; ONE bound over connecting, the headers and every byte of the body
@@ -89,7 +86,7 @@ async def _get_capped(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
         async for chunk in response.aiter_bytes():
             body += chunk
             if len(body) > LOKI_BODY_BYTES:
-                raise _TooLarge
+                raise LokiAnswerTooLarge
         return 200, bytes(body)
 
 
@@ -113,7 +110,7 @@ async def probe_loki(base: str, label: str, org_id: str | None) -> ProbeReport:
         status, body = await _get_capped(url, headers)
     except (TimeoutError, httpx.TimeoutException):
         return failed(f"Loki at {where}: no answer within {CONNECT_SECONDS:g} s")
-    except _TooLarge:
+    except LokiAnswerTooLarge:
         return failed(f"Loki at {where} answered more than {LOKI_BODY_BYTES} bytes")
     except httpx.HTTPError as exc:
         return failed(f"Loki at {where} unreachable ({type(exc).__name__})")

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from plugin.tools.base import AdapterErrorCode, ProbeReport
+from plugin.tools.base import ProbeReport
+from plugin.tools.errors import LogSourceError
 from plugin.tools.schemas import LogsInput, LogSummary
 
 __all__ = [
@@ -46,14 +47,6 @@ class LogPage:
     items: list[LogRecord]
     truncated: bool
     summary: LogSummary | None = None
-
-
-class LogSourceError(Exception):
-    """A source failure reduced to a stable code; the cause is logged, never forwarded."""
-
-    def __init__(self, code: AdapterErrorCode) -> None:
-        super().__init__(code.value)
-        self.code = code
 
 
 class LogSource(Protocol):

@@ -49,6 +49,7 @@ from plugin.tools.base import (
     Ready,
     ToolName,
 )
+from plugin.tools.errors import PoolUnavailable
 from plugin.tools.mysql.codes import classify
 from plugin.tools.mysql.dsn import MysqlDsn, normalise_allowlist, parse_configured_dsn
 from plugin.tools.mysql.privileges import GrantVerdict, effective_grants_verdict
@@ -122,10 +123,6 @@ class TableColumns:
     columns: tuple[ColumnInfo, ...]
 
 
-class _Unavailable(Exception):
-    """The pool could not hand out a connection in time."""
-
-
 class MysqlAdapter:
     """The ``query_mysql`` evidence adapter (safe to call concurrently)."""
 
@@ -196,7 +193,7 @@ class MysqlAdapter:
                 return early
         try:
             return await self._invoke_connected(call, dsn)
-        except _Unavailable:
+        except PoolUnavailable:
             logger.warning("query_mysql: no connection within %ss (%s)",
                            self._connect_timeout, dsn.redacted())  # fmt: skip
             return Failed(AdapterErrorCode.UNAVAILABLE)
@@ -411,7 +408,7 @@ class MysqlAdapter:
             async with asyncio.timeout(self._connect_timeout):
                 conn = await pool.acquire()
         except TimeoutError:
-            raise _Unavailable from None
+            raise PoolUnavailable from None
         if conn not in self._single_statement:
             try:
                 async with asyncio.timeout(self._connect_timeout):

@@ -34,6 +34,8 @@ from enum import StrEnum
 
 from sqlglot import exp
 
+from plugin.tools.errors import BoundViolation
+
 __all__ = [
     "CAP_BYTES",
     "CAP_CHARS",
@@ -111,15 +113,6 @@ def column_shape(name: str, data_type: str, octet_length: int | None) -> ColumnS
     size = octet_length if octet_length is not None and octet_length > 0 else 2**32
     kind = ValueKind.LABEL if kind_name in {"enum", "set"} else ValueKind.TEXT
     return ColumnShape(name, kind, size)
-
-
-class BoundViolation(Exception):
-    """The typed pass refuses: ``reason`` is one of the module's class names."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,8 +48,9 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokenizer_core import Token, TokenType
 
+from plugin.tools.errors import LexRefusal
 from plugin.tools.sql.bounds import TEXT_EXTRACTION, TOO_LARGE, BoundViolation, Schema, check_shapes
-from plugin.tools.sql.lexer import LexKind, LexRefusal, scan_raw, scan_rendered
+from plugin.tools.sql.lexer import LexKind, scan_raw, scan_rendered
 from plugin.tools.sql.refusal import Allowed, GuardDecision, Refusal, RefusalReason, Refused
 from plugin.tools.sql.stars import cap_wide_projections, expand_stars, projection_masks
 from plugin.tools.sql.walk import (

@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from plugin.tools.errors import LexRefusal
+
 MAX_PAREN_DEPTH = 32
 
 
@@ -50,14 +52,6 @@ class LexToken:
 
     kind: LexKind
     text: str
-
-
-class LexRefusal(Exception):
-    """The text holds something the scanner refuses to classify; ``what`` names it (for logs)."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
-        self.what = what
 
 
 _WORD_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
