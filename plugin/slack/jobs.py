@@ -10,7 +10,7 @@ never a crash, never harm to the other entries of its batch. Fields a newer fron
 tolerated and logged; a newer major ``version`` is refused visibly (dead-lettered, answered).
 
 Optional fields added within a version keep a default, so both directions work while a
-deployment rolls: ``trigger`` (what started the run, ``plugin.audit.trigger``) was added in
+deployment rolls: ``run_trigger`` (what started the run, ``plugin.audit.trigger``) was added in
 version 1 — a worker that predates it logs it as unknown and runs the job (its audit record
 then has no trigger), and a job from a front that predates it is read as ``mention`` (or
 ``replay`` when ``replay`` is set). Only a change an older worker would get wrong bumps
@@ -115,7 +115,7 @@ class Job:
     status_ts: str | None
     """The status message the front posted (None if Slack refused it)."""
     version: int = JOB_VERSION
-    trigger: str | None = None
+    run_trigger: str | None = None
     """What started the run (a ``Trigger`` value); None from a front that predates it."""
 
     @property
@@ -134,8 +134,8 @@ class Job:
 
     def started_by(self) -> Trigger:
         """The run's trigger; a job without one is a mention (or a replay, when marked so)."""
-        if self.trigger is not None:
-            return Trigger(self.trigger)
+        if self.run_trigger is not None:
+            return Trigger(self.run_trigger)
         return Trigger.REPLAY if self.replay else Trigger.MENTION
 
     def dumps(self) -> str:
@@ -170,7 +170,7 @@ class Job:
             requested_by=requested_by,
             replay=replay,
             status_ts=status_ts,
-            trigger=trigger.value,
+            run_trigger=trigger.value,
         )
 
 

@@ -149,7 +149,7 @@ class LinkMaker:
         if self.grafana is None or business_input is None:
             return []
         try:
-            typed = LogsInput.model_validate(dict(business_input))
+            typed = LogsInput.model_validate_json(json.dumps(dict(business_input), default=str))
         except ValidationError:
             return []
         base, uid = self.grafana
