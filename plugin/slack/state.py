@@ -8,7 +8,9 @@ Keys are built by the caller from a *scope* (the Slack app id and the workspace 
 so two apps (or two workspaces of one app) sharing a Redis never see each other's threads.
 
 The Slack edge also keeps, per answer, the evidence its Evidence button shows (for
-``DIAG_EVIDENCE_TTL_SECONDS``) and each user's feedback vote, under the same scoped keys.
+``DIAG_EVIDENCE_TTL_SECONDS``) and each user's feedback vote, and per alert pattern and channel
+the thread of the run it started (for ``DIAG_ALERT_COOLDOWN_SECONDS``, ``claim_alert``), under
+the same scoped keys.
 
 A thread lock is a :class:`Lease`: its value is the run's key, it carries the run's channel (for
 Cancel, checked on every replica) and it lives as long as its run, not for a fixed time:
