@@ -199,8 +199,10 @@ class MessageDiagnosis:
             self.ignored.append(reason)
             del self.ignored[:-1000]
         self.count(EventResult.IGNORED, reason.value)
-        quiet = reason in {AlertIgnore.NO_ALERT_SOURCES, AlertIgnore.NOT_AN_ALERT_SOURCE}
-        _log.log(logging.DEBUG if quiet else logging.INFO, "ignored message: %s", reason.value)
+        # Every message of the channels the bot is in arrives here (its own status updates
+        # and answers too): only a malformed one is worth more than a debug line.
+        loud = reason in {AlertIgnore.MALFORMED, IgnoreReason.SLACK_RETRY}
+        _log.log(logging.INFO if loud else logging.DEBUG, "ignored message: %s", reason.value)
 
     async def on_message(
         self,
