@@ -20,7 +20,7 @@ module — this one or the ``errors.py`` of its package — and derives from
         └── RunError                      what one run met: the model, a tool, the Draft, audit
             ├── contract.errors.*         EnvelopeError, DraftRejected, DuplicateKey
             ├── harness.errors.*          the model's answer (OversizedResponse)
-            ├── tools.errors.*            evidence backends and the SQL guard (EvidenceError)
+            ├── plugin.tools.errors.*            evidence backends and the SQL guard (EvidenceError)
             ├── audit.errors.*            AuditWriteError
             └── slack.errors.*            the queue and Slack (Poison, …)
 

@@ -125,6 +125,26 @@ class Settings(BaseSettings):
     )
     """How long the Slack plugin keeps a run's observations for the Evidence button (memory,
     or Redis with ``DIAG_REDIS_URL``); they never enter the audit record."""
+    alert_sources: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), validation_alias="DIAG_ALERT_SOURCES"
+    )
+    """Bot ids (``B…``) or app ids (``A…``) whose new top-level messages in an admin channel
+    start a diagnosis automatically (CONTRACTS §10); empty: no automatic runs."""
+    alert_cooldown_seconds: float = Field(
+        default=900.0, ge=0, validation_alias="DIAG_ALERT_COOLDOWN_SECONDS"
+    )
+    """An alert whose pattern started an automatic run in its channel within this time gets a
+    pointer to that run's thread instead of a new run."""
+    grafana_url: str | None = Field(default=None, validation_alias="DIAG_GRAFANA_URL")
+    grafana_loki_uid: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9._-]{1,64}$",
+        validation_alias="DIAG_GRAFANA_LOKI_UID",
+    )
+    """With ``DIAG_GRAFANA_URL``: each Loki log check in the Evidence view links to Explore."""
+    runbook_url: str | None = Field(default=None, validation_alias="DIAG_RUNBOOK_URL")
+    """``https://wiki.example.com/runbooks/{path}#{anchor}``: each cited runbook section links
+    to its page and heading."""
     audit_sink: str = Field(
         default="jsonl:./audit", validation_alias=AliasChoices("DIAG_AUDIT_SINK")
     )
@@ -147,7 +167,20 @@ class Settings(BaseSettings):
             return "WARNING" if upper == "WARN" else upper
         return value
 
-    @field_validator("openai_base_url", "slack_api_url", mode="after")
+    @field_validator("alert_sources", mode="after")
+    @classmethod
+    def _alert_sources(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        check_alert_sources(value)
+        return value
+
+    @field_validator("runbook_url", mode="after")
+    @classmethod
+    def _runbook_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_runbook_url(value)
+        return value
+
+    @field_validator("openai_base_url", "slack_api_url", "grafana_url", mode="after")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None:
@@ -219,13 +252,21 @@ class Settings(BaseSettings):
         check_channel_ids(value)
         return value
 
-    @field_validator("mysql_allowed_tables", "admin_channels", mode="before")
+    @field_validator("mysql_allowed_tables", "admin_channels", "alert_sources", mode="before")
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
 
     @field_validator(
-        "mysql_dsn", "redis_url", "openai_api_key", "knowledge_dir", "logs_source", mode="before"
+        "mysql_dsn",
+        "redis_url",
+        "openai_api_key",
+        "knowledge_dir",
+        "logs_source",
+        "grafana_url",
+        "grafana_loki_uid",
+        "runbook_url",
+        mode="before",
     )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
@@ -322,6 +363,33 @@ def check_channel_ids(channels: tuple[str, ...]) -> None:
             "comma-separated Slack channel IDs such as C0123ABC or G0123ABC (C or G, then"
             f" upper-case letters and digits), not names; not IDs: {shown}"
         )
+
+
+_ALERT_SOURCE = re.compile(r"[AB][A-Z0-9]{2,20}")
+_RUNBOOK_FORM = (
+    "an http(s) URL template with {path} and optionally {anchor}, such as "
+    "https://wiki.example.com/runbooks/{path}#{anchor}"
+)
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+
+
+def check_alert_sources(sources: tuple[str, ...]) -> None:
+    """Slack bot ids (``B…``) or app ids (``A…``), never user ids or names."""
+    bad = [s for s in sources if not _ALERT_SOURCE.fullmatch(s)]
+    if bad:
+        shown = ", ".join(repr(s[:_SHOWN_CHARS]) for s in bad[:5])
+        raise _bad(
+            "comma-separated Slack bot IDs (B…) or app IDs (A…), upper-case letters and"
+            f" digits, not user IDs or names; not IDs: {shown}"
+        )
+
+
+def check_runbook_url(value: str) -> None:
+    """An http(s) URL template whose only placeholders are ``{path}`` and ``{anchor}``."""
+    placeholders = set(_PLACEHOLDER.findall(value))
+    if "{path}" not in placeholders or not placeholders <= {"{path}", "{anchor}"}:
+        raise _bad(_RUNBOOK_FORM)
+    check_http_url(_PLACEHOLDER.sub("x", value), what=_RUNBOOK_FORM)
 
 
 def _env_name(loc: str) -> str:

@@ -7,6 +7,8 @@
                 each within DIAG_AUDIT_TIMEOUT_SECONDS; lost records counted and logged
     jsonl.py    JsonlAuditSink: regular files only, links not followed, whole lines or nothing
     mysql.py    MysqlAuditSink: diag_audit, recreated when missing, columns bounded
+    trigger.py  Trigger (mention, shortcut, alert, replay): what started a Slack run, carried
+                to the record and to diag_runs_total by a context variable
     base.py     AuditSink (protocol), AuditWriteError (a reason safe to log)
 
 ``DIAG_AUDIT_SINK`` picks the sink: ``jsonl:DIR`` (``~`` expanded) or a ``mysql://`` DSN.
@@ -20,6 +22,7 @@ from plugin.audit.base import AuditSink, AuditWriteError
 from plugin.audit.jsonl import JsonlAuditSink
 from plugin.audit.mysql import MysqlAuditSink
 from plugin.audit.record import MAX_RECORD_BYTES, audit_record, encode_record
+from plugin.audit.trigger import Trigger, current_trigger, run_triggered
 from plugin.audit.writer import AuditWriter
 from plugin.errors import ConfigError
 
@@ -30,9 +33,12 @@ __all__ = [
     "AuditWriter",
     "JsonlAuditSink",
     "MysqlAuditSink",
+    "Trigger",
     "audit_record",
     "build_audit_sink",
+    "current_trigger",
     "encode_record",
+    "run_triggered",
 ]
 
 

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
+from plugin.audit.trigger import Trigger, current_trigger
 from plugin.contract.envelope import MAX_TOOL_CALL_ID_CHARS
 from plugin.contract.request import format_asked_at
 from plugin.contract.result import ExecutionResult
@@ -52,7 +53,7 @@ _HASHED_PREFIX_CHARS = 64 * 1024  # an 18 MB id is hashed by its head and its le
 _CUT = "…"
 _IDENTITY = (
     "kind", "recorded_at", "run_id", "session_id", "asked_at", "outcome", "stop_reason",
-    "failure", "usage",
+    "failure", "usage", "trigger",
 )  # fmt: skip
 
 
@@ -130,15 +131,20 @@ def audit_record(
     """The audit record of one run: no evidence items, no model text, no credentials.
 
     ``kind`` is ``replay`` for every run a replay started (its session id says so).
+    ``trigger`` is what started a Slack run (``mention``, ``shortcut``, ``alert``, ``replay``;
+    see ``plugin.audit.trigger``), ``null`` for a run started outside Slack.
     """
     cited = sorted(result.draft.cited_ids()) if result.draft else []
+    trigger = current_trigger()
     if ctx.session_id.startswith(REPLAY_SESSION_PREFIX):
         kind = "replay"  # a replayed thread must never look like a live run
+        trigger = Trigger.REPLAY
     return {
         "kind": safe_text(kind, _MAX_KEY_CHARS),
         "recorded_at": datetime.now(UTC).isoformat(),
         "run_id": bounded_id(ctx.run_id, MAX_RUN_ID_CHARS),
         "session_id": bounded_id(ctx.session_id, MAX_SESSION_ID_CHARS),
+        "trigger": trigger.value if trigger is not None else None,
         "asked_at": format_asked_at(ctx.asked_at) if ctx.asked_at is not None else None,
         "outcome": result.outcome.value,
         "stop_reason": result.stop_reason.value if result.stop_reason else None,

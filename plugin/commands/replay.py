@@ -2,7 +2,11 @@
 
 The envelope (JSON, as Slack delivers it) is signed and dispatched to a Bolt app with this
 plugin mounted, whose Web API is a local recording server; the event's channel counts as an
-admin channel for the replay. It prints what would have been posted (a text reading of the
+admin channel for the replay. Three kinds are replayed: an ``event_callback`` with an
+``app_mention`` (a mention), an ``event_callback`` with a ``message`` event posted by a bot
+(an alert: its sender counts as an alert source for the replay, without cooldown), and a
+``message_action`` payload of the "Diagnose this" shortcut (as Slack posts it, form-encoded as
+``payload=``; the file holds its JSON). It prints what would have been posted (a text reading of the
 blocks) — the answer's evidence view too, as a click on its Evidence button would post it —
 and, as the last line, the Execution Result JSON.
 
@@ -18,7 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
@@ -30,7 +34,9 @@ from plugin.contract.result import ExecutionResult
 from plugin.doubles.recording_slack import RecordingSlackApi, blocks_to_text
 from plugin.settings import Settings
 from plugin.slack import register
-from plugin.slack.gate import malformed_detail
+from plugin.slack.alerts import source_of
+from plugin.slack.gate import malformed_detail, slack_ts
+from plugin.slack.messages import DIAGNOSE_CALLBACK_ID
 from plugin.slack.render import EVIDENCE_ACTION_ID
 
 __all__ = ["ReplayError", "ReplayOutput", "replay_envelope"]
@@ -46,29 +52,87 @@ class ReplayOutput:
         self.result = result
 
 
-def _load(path: Path) -> tuple[str, dict[str, Any]]:
+_EXPECTED = (
+    "expected an event_callback with an app_mention or a bot's message, or a message_action "
+    "of the diagnose_message shortcut"
+)
+
+
+class _Loaded:
+    """What is dispatched: the signed body, its content type, and who and where it came from."""
+
+    def __init__(
+        self, body: str, content_type: str, channel: str, user: object, sources: tuple[str, ...]
+    ) -> None:
+        self.body = body
+        self.content_type = content_type
+        self.channel = channel
+        self.user = user
+        self.sources = sources
+
+
+def _load(path: Path) -> _Loaded:
     try:
         text = path.read_text(encoding="utf-8")
         envelope = json.loads(text)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ReplayError("INVALID_ENVELOPE", "the file is not a JSON event envelope") from exc
-    event = envelope.get("event") if isinstance(envelope, dict) else None
-    if not isinstance(event, dict) or event.get("type") != "app_mention":
-        raise ReplayError("INVALID_ENVELOPE", "expected an event_callback with an app_mention")
+    if not isinstance(envelope, dict):
+        raise ReplayError("INVALID_ENVELOPE", _EXPECTED)
+    if envelope.get("type") == "message_action":
+        return _shortcut(envelope)
+    event = envelope.get("event")
+    kind = event.get("type") if isinstance(event, dict) else None
+    if not isinstance(event, dict) or kind not in {"app_mention", "message"}:
+        raise ReplayError("INVALID_ENVELOPE", _EXPECTED)
+    if kind == "message":
+        return _alert(text, event)
     detail = malformed_detail(event)
     if detail is not None:  # the listener would drop it; say why before dispatching anything
         raise ReplayError("INVALID_ENVELOPE", f"the app_mention cannot be served: {detail}")
-    return text, event
+    return _Loaded(text, "application/json", event["channel"], event.get("user"), ())
+
+
+def _alert(text: str, event: dict[str, Any]) -> _Loaded:
+    bot_id, app_id = source_of(event)
+    channel = event.get("channel")
+    if bot_id is None or not isinstance(channel, str) or slack_ts(event.get("ts")) is None:
+        raise ReplayError(
+            "INVALID_ENVELOPE", "the message cannot be served: no bot_id, channel or ts"
+        )
+    sources = tuple(s for s in (bot_id, app_id) if s is not None)
+    return _Loaded(text, "application/json", channel, "UREPLAY", sources)
+
+
+def _shortcut(payload: dict[str, Any]) -> _Loaded:
+    channel = (
+        (payload.get("channel") or {}).get("id")
+        if isinstance(payload.get("channel"), dict)
+        else None
+    )
+    if payload.get("callback_id") != DIAGNOSE_CALLBACK_ID or not isinstance(channel, str):
+        raise ReplayError("INVALID_ENVELOPE", _EXPECTED)
+    user = payload.get("user")
+    body = urlencode({"payload": json.dumps(payload)})
+    return _Loaded(
+        body,
+        "application/x-www-form-urlencoded",
+        channel,
+        user.get("id") if isinstance(user, dict) else None,
+        (),
+    )
 
 
 async def replay_envelope(path: Path, settings: Settings) -> ReplayOutput:
-    body, event = _load(path)
+    loaded = _load(path)
     async with RecordingSlackApi() as slack:
         # In-process state whatever DIAG_REDIS_URL says: a replay must never take (or free) a
         # real thread's lock, claim a real event id or raise a real cancel flag.
         replay_settings = settings.model_copy(
             update={
-                "admin_channels": (event["channel"],),
+                "admin_channels": (loaded.channel,),
+                "alert_sources": loaded.sources,
+                "alert_cooldown_seconds": 0.0,
                 "slack_api_url": slack.base_url,
                 "redis_url": None,
             }
@@ -77,14 +141,14 @@ async def replay_envelope(path: Path, settings: Settings) -> ReplayOutput:
         app = AsyncApp(client=client, signing_secret=_SECRET, process_before_response=True)
         handle = register(app, replay_settings, replay=True)
         try:
-            await app.async_dispatch(_signed(body, "application/json"))
+            await app.async_dispatch(_signed(loaded.body, loaded.content_type))
             await handle.manager.wait_idle()
-            ignored = handle.listeners.ignored
+            ignored = [*handle.listeners.ignored, *handle.messages.ignored]
             if not handle.manager.completed:
                 reason = ignored[-1].value if ignored else "NO_RUN"
                 raise ReplayError("IGNORED_EVENT", f"the event started no diagnosis ({reason})")
             result = handle.manager.completed[-1]
-            await _show_evidence(app, slack, json.loads(body), event)
+            await _show_evidence(app, slack, _origin(loaded), loaded)
         finally:
             await handle.close()
         posts = [
@@ -116,8 +180,18 @@ def _signed(body: str, content_type: str) -> AsyncBoltRequest:
     return AsyncBoltRequest(body=body, headers=headers)
 
 
+def _origin(loaded: _Loaded) -> dict[str, Any]:
+    """The app and workspace ids of what was dispatched (the Evidence click carries them)."""
+    if loaded.content_type == "application/json":
+        envelope = json.loads(loaded.body)
+        return {"team_id": envelope.get("team_id"), "api_app_id": envelope.get("api_app_id")}
+    payload = json.loads(parse_qs(loaded.body)["payload"][0])
+    team = payload.get("team") if isinstance(payload.get("team"), dict) else {}
+    return {"team_id": team.get("id"), "api_app_id": payload.get("api_app_id")}
+
+
 async def _show_evidence(
-    app: AsyncApp, slack: RecordingSlackApi, envelope: dict[str, Any], event: dict[str, Any]
+    app: AsyncApp, slack: RecordingSlackApi, envelope: dict[str, Any], loaded: _Loaded
 ) -> None:
     """Click the answer's Evidence button (if it has one), as its asker would."""
     for call in reversed(slack.calls_of("chat.postMessage")):
@@ -136,10 +210,10 @@ async def _show_evidence(
         return
     payload = {
         "type": "block_actions",
-        "user": {"id": str(event.get("user") or "UREPLAY")},
+        "user": {"id": str(loaded.user or "UREPLAY")},
         "team": {"id": envelope.get("team_id")},
         "api_app_id": envelope.get("api_app_id"),
-        "channel": {"id": event["channel"]},
+        "channel": {"id": loaded.channel},
         "message": {"ts": call.params.get("thread_ts"), "thread_ts": call.params.get("thread_ts")},
         "trigger_id": "replay",
         "actions": [{"action_id": EVIDENCE_ACTION_ID, "value": buttons[0].get("value")}],

@@ -24,13 +24,15 @@ from plugin.errors import ConfigError
 from plugin.harness.run import Harness
 from plugin.settings import Settings
 from plugin.slack.jobs import JobQueue
-from plugin.slack.listeners import REPLAY_CALLBACK_ID, Listeners
+from plugin.slack.listeners import REPLAY_CALLBACK_ID, Listeners, request_scope
+from plugin.slack.messages import DIAGNOSE_CALLBACK_ID, MessageDiagnosis
 from plugin.slack.metrics import Metrics
 from plugin.slack.progress import StatusBudget
 from plugin.slack.runs import DEFAULT_LOCK_TTL_SECONDS, RunManager
 from plugin.slack.state import build_state
 
 __all__ = [
+    "DIAGNOSE_CALLBACK_ID",
     "REPLAY_CALLBACK_ID",
     "PluginHandle",
     "StatusBudget",
@@ -47,6 +49,8 @@ class PluginHandle:
     manager: RunManager
     listeners: Listeners
     metrics: Metrics
+    messages: MessageDiagnosis
+    """The "Diagnose this" shortcut and the alert listener."""
 
     async def drain(self, timeout_seconds: float | None = None) -> None:
         await self.manager.drain(timeout_seconds)
@@ -87,7 +91,8 @@ def register(
     queue: JobQueue | None = None,
 ) -> PluginHandle:
     """Add this product's listeners to ``app``; the caller keeps running the app: mentions,
-    Cancel (confirmed), the replay shortcut, and each answer's Evidence and 👍 / 👎 buttons.
+    Cancel (confirmed), the replay shortcut, the "Diagnose this" shortcut, alerts from
+    ``DIAG_ALERT_SOURCES``, and each answer's Evidence and 👍 / 👎 buttons.
 
     ``status_budget`` is this process's share of Slack's ``chat.update`` tier per workspace
     (default 40 a minute plus a burst of 5): with several replicas, give each its share.
@@ -126,4 +131,8 @@ def register(
         manager, settings, on_event=metrics.slack_event, on_vote=metrics.feedback_vote
     )
     listeners.register(app)
-    return PluginHandle(manager=manager, listeners=listeners, metrics=metrics)
+    messages = MessageDiagnosis(
+        manager, settings, scope_of=request_scope, on_event=metrics.slack_event
+    )
+    messages.register(app)
+    return PluginHandle(manager=manager, listeners=listeners, metrics=metrics, messages=messages)

@@ -6,6 +6,10 @@ window. When the answer is posted, :func:`evidence_record` keeps the observation
 the answer cites (for a stop or a failure: its READY checks) in the shared state for
 ``DIAG_EVIDENCE_TTL_SECONDS``, under the request's scope, so any replica can answer the button.
 They never enter the audit record.
+
+With ``DIAG_GRAFANA_URL`` / ``DIAG_RUNBOOK_URL`` set, the record also keeps each check's links
+to its source (``plugin.slack.links``), built from the check's typed input and our adapter's
+output when the answer is posted.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from plugin.contract.result import ExecutionResult
 from plugin.contract.text import EvidenceCheck
 from plugin.harness.hooks import StepHook
 from plugin.harness.ledger import InvocationStatus
+from plugin.slack.links import Link, LinkMaker, dump_links, load_links
 
 if TYPE_CHECKING:
     from plugin.harness.context import RunContext
@@ -48,6 +53,8 @@ class EvidenceCollector(StepHook):
     def __init__(self) -> None:
         self.observations: dict[str, dict[str, Any]] = {}
         self.windows: dict[str, Window] = {}
+        self.inputs: dict[str, dict[str, Any]] = {}
+        """Each READY check's validated business input (what its links are built from)."""
 
     def on_observation(self, ctx: RunContext, invocation: Invocation, observation: str) -> None:
         if invocation.status is not InvocationStatus.READY or len(self.observations) >= _MAX_KEPT:
@@ -55,6 +62,8 @@ class EvidenceCollector(StepHook):
         parsed = json.loads(observation)
         if isinstance(parsed, dict) and parsed.get("evidence_status") == "READY":
             self.observations.setdefault(invocation.tool_call_id, parsed)
+            if invocation.business_input is not None:
+                self.inputs.setdefault(invocation.tool_call_id, dict(invocation.business_input))
         window = _window(invocation.business_input)
         if window is not None:
             self.windows.setdefault(invocation.tool_call_id, window)
@@ -96,12 +105,19 @@ class EvidenceRecord:
     """What one answer's Evidence button shows, and where it may be shown."""
 
     def __init__(
-        self, run_id: str, channel: str, thread_ts: str, checks: list[EvidenceCheck]
+        self,
+        run_id: str,
+        channel: str,
+        thread_ts: str,
+        checks: list[EvidenceCheck],
+        links: dict[str, list[Link]] | None = None,
     ) -> None:
         self.run_id = run_id
         self.channel = channel
         self.thread_ts = thread_ts
         self.checks = checks
+        self.links = links or {}
+        """Each check's links to its source, by tool call id (see ``plugin.slack.links``)."""
 
     def dumps(self) -> str:
         return json.dumps(
@@ -119,6 +135,7 @@ class EvidenceRecord:
                     }
                     for c in self.checks
                 ],
+                "links": dump_links(self.links),
             },
             ensure_ascii=False,
         )
@@ -138,16 +155,24 @@ class EvidenceRecord:
                 )
                 for c in data["checks"]
             ]
-            return cls(str(data["run_id"]), str(data["channel"]), str(data["thread_ts"]), checks)
+            links = load_links(data.get("links"))
+            return cls(
+                str(data["run_id"]), str(data["channel"]), str(data["thread_ts"]), checks, links
+            )
         except (ValueError, KeyError, TypeError) as exc:
             _log.warning("kept evidence unreadable: %s", type(exc).__name__)
             return None
 
 
 def evidence_record(
-    result: ExecutionResult, collector: EvidenceCollector, channel: str, thread_ts: str
+    result: ExecutionResult,
+    collector: EvidenceCollector,
+    channel: str,
+    thread_ts: str,
+    links: LinkMaker | None = None,
 ) -> EvidenceRecord | None:
-    """The record to keep for ``result``'s answer; None when it cites nothing kept."""
+    """The record to keep for ``result``'s answer (with each check's links when ``links``
+    makes any); None when it cites nothing kept."""
     checks = result.progress.checks if result.progress else ()
     numbers: dict[str, int] = {}
     for n, check in enumerate(checks, 1):
@@ -169,4 +194,9 @@ def evidence_record(
         )
     if not kept:
         return None
-    return EvidenceRecord(result.run_id, channel, thread_ts, kept)
+    made: dict[str, list[Link]] = {}
+    if links is not None and links.enabled:
+        for shown in kept:
+            business = collector.inputs.get(shown.tool_call_id)
+            made[shown.tool_call_id] = links.of(shown.tool, business, shown.observation)
+    return EvidenceRecord(result.run_id, channel, thread_ts, kept, made)

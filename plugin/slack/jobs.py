@@ -9,6 +9,13 @@ one that does not parse is a :class:`Poison` — acknowledged, moved to the dead
 never a crash, never harm to the other entries of its batch. Fields a newer front added are
 tolerated and logged; a newer major ``version`` is refused visibly (dead-lettered, answered).
 
+Optional fields added within a version keep a default, so both directions work while a
+deployment rolls: ``run_trigger`` (what started the run, ``plugin.audit.trigger``) was added in
+version 1 — a worker that predates it logs it as unknown and runs the job (its audit record
+then has no trigger), and a job from a front that predates it is read as ``mention`` (or
+``replay`` when ``replay`` is set). Only a change an older worker would get wrong bumps
+:data:`JOB_VERSION`.
+
 Delivery is at least once; the final answer is exactly one (``plugin.slack.fence``): a worker
 reads only as many entries as it has free slots and becomes each job's owner with
 :meth:`JobQueue.take` (which also refuses a job that was answered already, so a redelivered
@@ -44,6 +51,7 @@ from pydantic import TypeAdapter
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from plugin.audit.trigger import Trigger
 from plugin.contract.request import (
     PreviousTurn,
     format_asked_at,
@@ -112,6 +120,8 @@ class Job:
     status_ts: str | None
     """The status message the front posted (None if Slack refused it)."""
     version: int = JOB_VERSION
+    run_trigger: str | None = None
+    """What started the run (a ``Trigger`` value); None from a front that predates it."""
 
     @property
     def thread_key(self) -> str:
@@ -126,6 +136,12 @@ class Job:
 
     def asked(self) -> datetime | None:
         return parse_asked_at(self.asked_at) if self.asked_at is not None else None
+
+    def started_by(self) -> Trigger:
+        """The run's trigger; a job without one is a mention (or a replay, when marked so)."""
+        if self.run_trigger is not None:
+            return Trigger(self.run_trigger)
+        return Trigger.REPLAY if self.replay else Trigger.MENTION
 
     def dumps(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
@@ -145,6 +161,7 @@ class Job:
         requested_by: str | None,
         replay: bool,
         status_ts: str | None,
+        trigger: Trigger = Trigger.MENTION,
     ) -> Job:
         return cls(
             run_key=run_key,
@@ -158,6 +175,7 @@ class Job:
             requested_by=requested_by,
             replay=replay,
             status_ts=status_ts,
+            run_trigger=trigger.value,
         )
 
 
@@ -222,6 +240,7 @@ def _check_shapes(job: Job) -> None:
             raise ValueError("key")
     job.turn()
     job.asked()
+    job.started_by()  # ValueError for a trigger this code does not know
 
 
 def _poison(reason: str, raw: str, data: dict[Any, Any]) -> Poison:

@@ -55,7 +55,7 @@ from plugin.slack.render import (
 from plugin.slack.runs import RunManager, RunRequest
 from plugin.slack.turns import find_recorded_input, latest_turn
 
-__all__ = ["REPLAY_CALLBACK_ID", "Listeners"]
+__all__ = ["REPLAY_CALLBACK_ID", "Listeners", "request_scope"]
 
 _log = logging.getLogger(__name__)
 
@@ -125,6 +125,9 @@ def _scope(body: dict[str, Any], context: AsyncBoltContext) -> str:
     team = context.team_id or context.enterprise_id or _mapping(body.get("team")).get("id")
     return f"{_scope_part(body.get('api_app_id'))}:{_scope_part(team or body.get('team_id'))}"
 
+
+request_scope = _scope
+"""``app_id:team_id`` of a request (for the other listeners of this package)."""
 
 EventCounter = Callable[[EventResult, str], None]
 """Told of every event handled: what was done with it and why (``Metrics.slack_event``)."""
@@ -389,7 +392,7 @@ class Listeners:
             self.count(EventResult.IGNORED, "EVIDENCE_EXPIRED")
             await self._tell(client, click, evidence_expired(self.evidence_ttl_seconds))
             return
-        message = render_evidence(record.run_id, record.checks)
+        message = render_evidence(record.run_id, record.checks, record.links)
         try:
             await client.chat_postMessage(
                 channel=record.channel,

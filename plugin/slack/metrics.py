@@ -3,7 +3,9 @@
 Every ``register(app)`` gets its own ``Metrics`` (never prometheus_client's global registry), so
 several apps in one process, and tests, never share a series. Counted from:
 
-- the harness's step hooks (``MetricsHook``): one ``diag_runs_total{outcome,reason}`` and one
+- the harness's step hooks (``MetricsHook``): one ``diag_runs_total{outcome,reason,trigger}``
+  (``trigger``: ``mention``, ``shortcut``, ``alert``, ``replay``, see ``plugin.audit.trigger``;
+  ``none`` for a run started outside Slack) and one
   ``diag_run_duration_seconds`` observation per run, its model calls and tokens (from the run's
   usage, as the Execution Result reports them) and each canonical tool invocation by tool and
   status;
@@ -27,6 +29,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector
 
+from plugin.audit.trigger import Trigger, current_trigger
 from plugin.contract.result import FailureCode, Outcome
 from plugin.errors import StopReason
 from plugin.harness.hooks import StepHook
@@ -53,8 +56,8 @@ class EventResult(StrEnum):
     """What the listeners did with a Slack event (the ``result`` label)."""
 
     ACCEPTED = "accepted"
-    """A run was started (``reason``: the kind of event: MENTION, REPLAY) or a Cancel passed
-    on (CANCEL)."""
+    """A run was started (``reason``: the kind of event: MENTION, REPLAY, SHORTCUT, ALERT) or
+    a Cancel passed on (CANCEL)."""
     IGNORED = "ignored"
     """Acknowledged and dropped on purpose (``reason``: the gate's reason)."""
     DECLINED = "declined"
@@ -122,7 +125,10 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.runs = Counter(
-            "diag_runs", "Runs ended, by outcome and reason.", ["outcome", "reason"], registry=r
+            "diag_runs",
+            "Runs ended, by outcome, reason and trigger (mention, shortcut, alert, replay).",
+            ["outcome", "reason", "trigger"],
+            registry=r,
         )
         self.run_duration = Histogram(
             "diag_run_duration_seconds",
@@ -163,13 +169,13 @@ class Metrics:
         for tool in ToolName:
             for status in InvocationStatus:
                 self.tool_calls.labels(tool=tool.value, status=status.value)
-        for draft_reason in ("CONCLUDED", "NO_CONCLUSION"):
-            self.runs.labels(outcome=Outcome.DRAFT.value, reason=draft_reason)
-        for stop in StopReason:
-            self.runs.labels(outcome=Outcome.STOPPED.value, reason=stop.value)
-        for code in FailureCode:
-            self.runs.labels(outcome=Outcome.FAILED.value, reason=code.value)
-        for kind in ("MENTION", "CANCEL", "REPLAY"):
+        ended = [(Outcome.DRAFT.value, r) for r in ("CONCLUDED", "NO_CONCLUSION")]
+        ended += [(Outcome.STOPPED.value, stop.value) for stop in StopReason]
+        ended += [(Outcome.FAILED.value, code.value) for code in FailureCode]
+        for trigger in Trigger:
+            for outcome, reason in ended:
+                self.runs.labels(outcome=outcome, reason=reason, trigger=trigger.value)
+        for kind in ("MENTION", "CANCEL", "REPLAY", "SHORTCUT", "ALERT"):
             self.slack_events.labels(result=EventResult.ACCEPTED.value, reason=kind)
         for vote in FEEDBACK_VOTES:
             self.feedback.labels(vote=vote)
@@ -206,7 +212,12 @@ class Metrics:
             self.feedback.labels(vote=vote).inc()
 
     def run_ended(self, result: ExecutionResult) -> None:
-        self.runs.labels(outcome=result.outcome.value, reason=run_reason(result)).inc()
+        trigger = current_trigger()
+        self.runs.labels(
+            outcome=result.outcome.value,
+            reason=run_reason(result),
+            trigger=trigger.value if trigger is not None else "none",
+        ).inc()
         usage = result.usage
         self.run_duration.observe(max(usage.elapsed_ms, 0) / 1000.0)
         self.model_calls.inc(max(usage.model_calls, 0))

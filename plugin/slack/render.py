@@ -66,6 +66,7 @@ from plugin.contract.text import (
     evidence_lines,
     one_line,
 )
+from plugin.slack.links import Link, safe_url
 
 __all__ = [
     "CANCEL_ACTION_ID",
@@ -113,6 +114,7 @@ _NOTE_MAX = 1000
 _FIRST_SCREEN_FINDINGS = 2
 _EVIDENCE_CHECKS_MAX = 12
 _EVIDENCE_LINE_MAX = 600
+_LINK_URL_MAX = SECTION_TEXT_MAX - 200  # one link in one context element, with its label
 _EVIDENCE_CHARS_MAX = 36_000  # the whole evidence message, well under Slack's message size
 _WINDOW = re.compile(r"\s*·\s*\d{2}:\d{2}–\d{2}:\d{2} UTC$")
 
@@ -667,13 +669,30 @@ def _evidence_check_blocks(check: EvidenceCheck, max_blocks: int, max_chars: int
     return _sections(_pack(title, lines, max_blocks=max_blocks))
 
 
-def render_evidence(run_id: str, checks: Sequence[EvidenceCheck]) -> SlackMessage:
-    """The evidence view of an answer: each cited check's observation as the model saw it.
+def _links_block(links: Sequence[Link]) -> ContextBlock | None:
+    """A check's links to its source (ours: ``plugin.slack.links``), labels escaped."""
+    parts = [
+        f"<{link.url.replace('&', '&amp;')}|{_fit(link.label, _LABEL_MAX)}>"
+        for link in links[:CONTEXT_ELEMENTS_MAX]
+        if safe_url(link.url) and len(link.url) <= _LINK_URL_MAX
+    ]
+    return _context(*parts) if parts else None
+
+
+def render_evidence(
+    run_id: str,
+    checks: Sequence[EvidenceCheck],
+    links: Mapping[str, Sequence[Link]] | None = None,
+) -> SlackMessage:
+    """The evidence view of an answer: each cited check's observation as the model saw it,
+    and under it the check's links to its source, if any (Grafana Explore, runbook pages).
 
     Log lines, rows and runbook snippets are quoted and escaped like model text; the message
     stays within the Block Kit limits whatever the observations hold.
     """
     shown = list(checks[:_EVIDENCE_CHECKS_MAX])
+    kept = links or {}
+    link_blocks = {c.tool_call_id: _links_block(kept.get(c.tool_call_id, ())) for c in shown}
     blocks: list[Block] = [
         _header("Evidence"),
         _context(
@@ -682,11 +701,14 @@ def render_evidence(run_id: str, checks: Sequence[EvidenceCheck]) -> SlackMessag
     ]
     if not shown:
         blocks.append(_section("No cited check kept evidence."))
-    room = MAX_BLOCKS - len(blocks) - 1
+    room = MAX_BLOCKS - len(blocks) - 1 - sum(b is not None for b in link_blocks.values())
     per_check = max(room // max(len(shown), 1), 1)
     chars = _EVIDENCE_CHARS_MAX // max(len(shown), 1)
     for check in shown:
         blocks += _evidence_check_blocks(check, per_check, chars)
+        link_block = link_blocks[check.tool_call_id]
+        if link_block is not None:
+            blocks.append(link_block)
     if len(checks) > len(shown):
         blocks.append(_context(_more(len(checks) - len(shown))))
     text = f"Evidence of run {_fit(run_id, _ID_MAX)}: {len(shown)} cited checks"

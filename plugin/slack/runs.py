@@ -31,6 +31,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from plugin.audit.trigger import Trigger, run_triggered
 from plugin.contract.request import DiagnosisRequest, PreviousTurn
 from plugin.contract.result import ExecutionResult, Outcome
 from plugin.contract.text import STOP_EXPLANATIONS
@@ -47,6 +48,7 @@ from plugin.slack.evidence import (
 )
 from plugin.slack.fence import NO_FENCE, Fence, TakeoverVerdict
 from plugin.slack.jobs import Job, JobQueue, Poison
+from plugin.slack.links import LinkMaker
 from plugin.slack.pending import PendingRuns
 from plugin.slack.progress import ProgressTracker, StatusBoard, StatusBudget
 from plugin.slack.render import (
@@ -127,6 +129,8 @@ class RunRequest:
     """``app_id:team_id`` of the event: shared-state keys never cross apps or workspaces."""
     run_id: str | None = None
     """The run's id when it was given before the run (a queued job's), else the harness's."""
+    trigger: Trigger = Trigger.MENTION
+    """What started the run (its audit record and ``diag_runs_total`` say so)."""
 
 
 @dataclass(slots=True)
@@ -171,6 +175,7 @@ class RunManager:
         self.harness = harness
         self.queue = queue
         self.settings = settings
+        self.links = LinkMaker(settings)
         self.state = state
         self.leases = ThreadLeases(state, lock_ttl_seconds)
         self.board = StatusBoard(status_budget, interval_seconds=status_interval_seconds)
@@ -273,6 +278,7 @@ class RunManager:
             requested_by=req.requested_by,
             replay=req.replay or self._replay,
             status_ts=status_ts,
+            trigger=self._trigger(req),
         )
         try:
             entry_id = await self.queue.enqueue(job)
@@ -385,13 +391,14 @@ class RunManager:
         """Answer a run that did not run to its end here: its audit record, the answer (marked
         posted right after it is), the status message's last word, the thread released."""
         req = _job_request(job, client)
-        result = self.harness.record_lost(
-            job.run_id,
-            session_id=self._session_id(req),
-            asked_at=req.asked_at,
-            detail=detail,
-            hooks=self._hooks,
-        )
+        with run_triggered(self._trigger(req)):
+            result = self.harness.record_lost(
+                job.run_id,
+                session_id=self._session_id(req),
+                asked_at=req.asked_at,
+                detail=detail,
+                hooks=self._hooks,
+            )
         self.completed.append(result)
         await self._post_result(req, result, EvidenceCollector(), fence)
         if job.status_ts is not None:
@@ -527,14 +534,15 @@ class RunManager:
             self._refresh_queue()
             tracker.update(state="RUNNING", queue_position=None)
             request = DiagnosisRequest(req.query, req.previous_turn, req.asked_at)
-            result = await self.harness.diagnose(
-                request,
-                session_id=self._session_id(req),
-                hooks=[tracker, *self._hooks, collector],
-                cancel_event=active.cancel,
-                run_id=req.run_id,
-                audit_gate=None if active.fence is NO_FENCE else active.fence.take_answer,
-            )
+            with run_triggered(self._trigger(req)):
+                result = await self.harness.diagnose(
+                    request,
+                    session_id=self._session_id(req),
+                    hooks=[tracker, *self._hooks, collector],
+                    cancel_event=active.cancel,
+                    run_id=req.run_id,
+                    audit_gate=None if active.fence is NO_FENCE else active.fence.take_answer,
+                )
         except InputRejected as rejected:
             hint = _INPUT_HINTS.get(rejected.code.value, "I cannot take that input.")
             if not await active.fence.take_answer():
@@ -551,6 +559,11 @@ class RunManager:
                 self._semaphore.release()
         self.completed.append(result)
         return result
+
+    def _trigger(self, req: RunRequest) -> Trigger:
+        """A replay (the shortcut, or ``python -m plugin replay``) is a replay whatever it
+        replays; any other run says what started it."""
+        return Trigger.REPLAY if req.replay or self._replay else req.trigger
 
     def _session_id(self, req: RunRequest) -> str:
         """Replays are marked in the session id, which the audit record carries."""
@@ -680,7 +693,7 @@ class RunManager:
     async def _post_answer(
         self, req: RunRequest, result: ExecutionResult, collector: EvidenceCollector
     ) -> _Posted:
-        record = evidence_record(result, collector, req.channel, req.thread_ts)
+        record = evidence_record(result, collector, req.channel, req.thread_ts, self.links)
         extras = AnswerExtras(
             windows=collector.windows,
             asked_at=req.asked_at,
@@ -733,6 +746,10 @@ class RunManager:
                 await active.tracker.finish(note)
             except Exception as exc:
                 _log.warning("final status update failed: %s", type(exc).__name__)
+
+    async def say(self, req: RunRequest, text: str) -> str | None:
+        """One line of ours in the request's thread (a refusal, a pointer); never raises."""
+        return await self._say(req, text)
 
     async def _say(self, req: RunRequest, text: str, *, mrkdwn: bool = True) -> str | None:
         """Post plain text in the thread; None once posted, else Slack's reason."""
@@ -800,6 +817,7 @@ def _job_request(job: Job, client: AsyncWebClient) -> RunRequest:
         scope=job.scope,
         asked_at=job.asked(),
         run_id=job.run_id,
+        trigger=job.started_by(),
     )
 
 

@@ -8,7 +8,9 @@ Keys are built by the caller from a *scope* (the Slack app id and the workspace 
 so two apps (or two workspaces of one app) sharing a Redis never see each other's threads.
 
 The Slack edge also keeps, per answer, the evidence its Evidence button shows (for
-``DIAG_EVIDENCE_TTL_SECONDS``) and each user's feedback vote, under the same scoped keys.
+``DIAG_EVIDENCE_TTL_SECONDS``) and each user's feedback vote, and per alert pattern and channel
+the thread of the run it started (for ``DIAG_ALERT_COOLDOWN_SECONDS``, ``claim_alert``), under
+the same scoped keys.
 
 A thread lock is a :class:`Lease`: its value is the run's key, it carries the run's channel (for
 Cancel, checked on every replica) and it lives as long as its run, not for a fixed time:
@@ -101,6 +103,16 @@ class SharedState(Protocol):
 
     async def set_vote(self, key: str, vote: str, ttl_seconds: float) -> str | None:
         """Record one user's vote on one answer; returns the vote it replaced, if any."""
+        ...
+
+    async def claim_alert(self, key: str, thread_ts: str, ttl_seconds: float) -> str | None:
+        """Start the cooldown of an alert pattern (``key``) with the thread of the run it
+        starts: None when it was free (the caller runs), else the thread that holds it ("" if
+        it expired meanwhile)."""
+        ...
+
+    async def forget_alert(self, key: str, thread_ts: str) -> None:
+        """End a cooldown this thread holds (its run did not start after all)."""
         ...
 
     async def aclose(self) -> None: ...
@@ -203,6 +215,17 @@ class MemoryState:
         self._set(f"vote:{key}", vote, ttl_seconds)
         return previous
 
+    async def claim_alert(self, key: str, thread_ts: str, ttl_seconds: float) -> str | None:
+        holder = self._get(f"alert:{key}")
+        if holder is not None:
+            return holder
+        self._set(f"alert:{key}", thread_ts, ttl_seconds)
+        return None
+
+    async def forget_alert(self, key: str, thread_ts: str) -> None:
+        if self._get(f"alert:{key}") == thread_ts:
+            self._drop(f"alert:{key}")
+
     async def aclose(self) -> None:
         return None
 
@@ -264,6 +287,19 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
   redis.call('set', KEYS[2], '1', 'PX', ARGV[2])
   return 1
 end
+return 0
+"""
+
+
+# KEYS: alert cooldown. ARGV: thread ts, ttl ms. {1, ''} claimed, {0, holder} held already.
+_CLAIM_ALERT = """
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, ''} end
+return {0, redis.call('get', KEYS[1]) or ''}
+"""
+
+# KEYS: alert cooldown. ARGV: thread ts. Compare-and-delete.
+_FORGET_ALERT = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
 """
 
@@ -370,6 +406,16 @@ class RedisState:
             self._key("vote", key), vote, px=_ms(ttl_seconds), get=True
         )
         return _text(previous)
+
+    async def claim_alert(self, key: str, thread_ts: str, ttl_seconds: float) -> str | None:
+        keys = [self._key("alert", key)]
+        answer: Any = await self._eval(_CLAIM_ALERT, keys, thread_ts, _ms(ttl_seconds))
+        if int(answer[0]) == 1:
+            return None
+        return _text(answer[1]) or ""
+
+    async def forget_alert(self, key: str, thread_ts: str) -> None:
+        await self._eval(_FORGET_ALERT, [self._key("alert", key)], thread_ts)
 
     async def aclose(self) -> None:
         await self._redis.aclose()

@@ -70,6 +70,11 @@ CONTRACT_DEFAULTS: dict[str, Expectation] = {
     # deadline + 30: either stored as "derived" (None) or already resolved.
     "DIAG_JOB_CLAIM_SECONDS": lambda s, v: v is None or v == s.deadline_seconds + 30,
     "DIAG_OPS_PORT": None,
+    "DIAG_ALERT_SOURCES": (),  # unset: no automatic runs
+    "DIAG_ALERT_COOLDOWN_SECONDS": 900,
+    "DIAG_GRAFANA_URL": None,  # unset: no links
+    "DIAG_GRAFANA_LOKI_UID": None,
+    "DIAG_RUNBOOK_URL": None,  # unset: no links
 }
 
 def _aliases(alias: object) -> tuple[str, ...]:

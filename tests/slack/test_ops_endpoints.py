@@ -39,6 +39,7 @@ from tests.slack.serve_support import (
 from tests.slack.support import OTHER, slack_rig
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+MENTION = {"trigger": "mention"}
 
 LISTED = (
     "diag_runs_total",
@@ -137,9 +138,16 @@ async def test_metrics_after_runs_of_each_outcome_and_readyz_while_draining(
         finally:
             await process.aclose()
     assert names(samples) >= set(LISTED)
-    assert value(samples, "diag_runs_total", outcome="DRAFT", reason="NO_CONCLUSION") == 1
-    assert value(samples, "diag_runs_total", outcome="STOPPED", reason="DEADLINE_EXCEEDED") == 1
-    assert value(samples, "diag_runs_total", outcome="FAILED", reason="INVALID_DRAFT") == 1
+    assert (
+        value(samples, "diag_runs_total", outcome="DRAFT", reason="NO_CONCLUSION", **MENTION) == 1
+    )
+    assert (
+        value(samples, "diag_runs_total", outcome="STOPPED", reason="DEADLINE_EXCEEDED", **MENTION)
+        == 1
+    )
+    assert (
+        value(samples, "diag_runs_total", outcome="FAILED", reason="INVALID_DRAFT", **MENTION) == 1
+    )
     assert total(samples, "diag_runs_total") == 3
     assert value(samples, "diag_run_duration_seconds_count") == 3
     assert value(samples, "diag_run_duration_seconds_bucket", le="+Inf") == 3
@@ -191,7 +199,9 @@ async def test_audit_records_lost_are_exposed(model_server: StartServer, tmp_pat
         lost = rig.handle.manager.harness.audit_records_lost
     assert lost == 1
     assert value(samples, "diag_audit_records_lost_total") == 1
-    assert value(samples, "diag_runs_total", outcome="DRAFT", reason="NO_CONCLUSION") == 1
+    assert (
+        value(samples, "diag_runs_total", outcome="DRAFT", reason="NO_CONCLUSION", **MENTION) == 1
+    )
 
 
 async def test_a_budget_stop_is_counted_under_its_own_reason_not_saturation(
@@ -217,7 +227,7 @@ async def test_a_budget_stop_is_counted_under_its_own_reason_not_saturation(
     stopped = {
         dict(labels)["reason"]: v
         for (name, labels), v in samples.items()
-        if name == "diag_runs_total" and ("outcome", "STOPPED") in labels
+        if name == "diag_runs_total" and {("outcome", "STOPPED"), ("trigger", "mention")} <= labels
     }
     assert set(stopped) == {r.value for r in StopReason}  # a closed set, every one from 0
     assert stopped == {

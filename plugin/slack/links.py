@@ -1,0 +1,194 @@
+"""Evidence that links to its source (CONTRACTS §2, §10): a Loki log check opens in Grafana
+Explore with the same LogQL and window, a cited runbook section opens at its page and heading.
+
+Links are built only from our own typed inputs and settings, never from model text: the LogQL
+is :func:`plugin.tools.logs.build_logql` of the check's validated ``query_logs`` input (what the
+adapter sent to Loki), the window is that input's ``start`` / ``end``; a runbook link is the
+``DIAG_RUNBOOK_URL`` template filled with the section's path and heading as our knowledge
+adapter returned them, each percent-encoded. Every URL is ASCII without spaces, ``<``, ``>`` or
+``|``, so it can sit inside a Slack link (``<url|label>``) as it is.
+
+Grafana Explore is opened with the ``panes`` parameter (Grafana 10 and later): one pane whose
+datasource is ``DIAG_GRAFANA_LOKI_UID``, one query (``expr``: the LogQL) and the window as epoch
+milliseconds. Anchors are GitHub's: the heading lower-cased, every character that is not a
+letter, a digit, a mark, a space, ``-`` or ``_`` dropped, spaces as ``-`` (CJK kept, then
+percent-encoded); a heading repeated in one page gets no ``-1`` suffix here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from pydantic import ValidationError
+
+from plugin.settings import Settings
+from plugin.tools.knowledge import HEADING_SEPARATOR
+from plugin.tools.logs import build_logql
+from plugin.tools.schemas import LogsInput
+
+__all__ = [
+    "Link",
+    "LinkMaker",
+    "explore_url",
+    "github_anchor",
+    "runbook_link",
+]
+
+_log = logging.getLogger(__name__)
+
+_SAFE_URL = re.compile(r"https?://[!#-;=?-\[\]_a-z~]+")
+"""Printable ASCII without space, ``"``, ``<``, ``>``, ``\\``, ``^``, backtick, ``{``, ``|``,
+``}``: what a percent-encoded URL is made of and a Slack link can hold."""
+_LINKS_PER_CHECK = 5
+_CUT = "…"
+_PANE = "diag"
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One link of a check in the Evidence view: our label, our URL."""
+
+    label: str
+    url: str
+
+
+def safe_url(url: str) -> bool:
+    return _SAFE_URL.fullmatch(url) is not None
+
+
+def explore_url(base: str, datasource_uid: str, logql: str, start: datetime, end: datetime) -> str:
+    """Grafana Explore at ``base`` showing ``logql`` on the Loki datasource over the window."""
+    pane = {
+        _PANE: {
+            "datasource": datasource_uid,
+            "queries": [
+                {
+                    "refId": "A",
+                    "datasource": {"type": "loki", "uid": datasource_uid},
+                    "expr": logql,
+                    "queryType": "range",
+                }
+            ],
+            "range": {"from": str(_epoch_ms(start)), "to": str(_epoch_ms(end))},
+        }
+    }
+    panes = quote(json.dumps(pane, separators=(",", ":"), ensure_ascii=False), safe="")
+    return f"{base.rstrip('/')}/explore?schemaVersion=1&orgId=1&panes={panes}"
+
+
+def _epoch_ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading (see the module docs)."""
+    kept = [
+        ch
+        for ch in heading.strip().lower()
+        if ch in " -_" or unicodedata.category(ch)[0] in {"L", "N", "M"}
+    ]
+    return "".join(kept).replace(" ", "-")
+
+
+def _safe_path(path: str) -> bool:
+    parts = path.split("/")
+    return bool(path) and not path.startswith("/") and ".." not in parts and "" not in parts
+
+
+def runbook_link(template: str, path: str, heading: str) -> str | None:
+    """The page of a runbook section (``{path}``) at its heading (``{anchor}``); None for a
+    path that is not a plain relative one. A heading cut for display links to the page."""
+    if not _safe_path(path) or "\\" in path:
+        return None
+    own = heading.split(HEADING_SEPARATOR)[-1]
+    anchor = "" if own.endswith(_CUT) else quote(github_anchor(own), safe="")
+    url = template.replace("{path}", quote(path, safe="/")).replace("{anchor}", anchor)
+    return url.removesuffix("#") if not anchor else url
+
+
+class LinkMaker:
+    """The links of one deployment's settings; a check without any gets none."""
+
+    def __init__(self, settings: Settings) -> None:
+        loki = (settings.logs_source or "").strip().lower().startswith(("http://", "https://"))
+        self.grafana = (
+            (settings.grafana_url, settings.grafana_loki_uid)
+            if loki and settings.grafana_url and settings.grafana_loki_uid
+            else None
+        )
+        self.label = settings.loki_service_label
+        self.line_format = settings.loki_line_format
+        self.runbook = settings.runbook_url
+
+    @property
+    def enabled(self) -> bool:
+        return self.grafana is not None or self.runbook is not None
+
+    def of(
+        self, tool: str, business_input: Mapping[str, Any] | None, observation: Mapping[str, Any]
+    ) -> list[Link]:
+        """The links of one READY check: never raises, never reads model text."""
+        try:
+            if tool == "query_logs":
+                return self._logs(business_input)
+            if tool == "lookup_knowledge":
+                return self._sections(observation.get("items"))
+        except Exception as exc:  # a link is a convenience: the evidence shows without it
+            _log.warning("evidence link not built: %s", type(exc).__name__)
+        return []
+
+    def _logs(self, business_input: Mapping[str, Any] | None) -> list[Link]:
+        if self.grafana is None or business_input is None:
+            return []
+        try:
+            typed = LogsInput.model_validate_json(json.dumps(dict(business_input), default=str))
+        except ValidationError:
+            return []
+        base, uid = self.grafana
+        logql = build_logql(typed, self.label, self.line_format)
+        url = explore_url(base, uid, logql, typed.start, typed.end)
+        return [Link("Open in Grafana Explore", url)] if safe_url(url) else []
+
+    def _sections(self, items: object) -> list[Link]:
+        if self.runbook is None or not isinstance(items, list):
+            return []
+        links: list[Link] = []
+        for item in items:
+            if not isinstance(item, dict) or len(links) >= _LINKS_PER_CHECK:
+                continue
+            path, heading = item.get("path"), item.get("heading")
+            if not isinstance(path, str) or not isinstance(heading, str):
+                continue
+            url = runbook_link(self.runbook, path, heading)
+            if url is not None and safe_url(url) and all(url != link.url for link in links):
+                links.append(Link(f"{path} › {heading}", url))
+        return links
+
+
+def dump_links(links: Mapping[str, Sequence[Link]]) -> dict[str, list[dict[str, str]]]:
+    return {k: [{"label": v.label, "url": v.url} for v in vs] for k, vs in links.items() if vs}
+
+
+def load_links(data: object) -> dict[str, list[Link]]:
+    """Links kept with an answer's evidence; anything not in their shape is dropped."""
+    if not isinstance(data, dict):
+        return {}
+    loaded: dict[str, list[Link]] = {}
+    for key, values in data.items():
+        kept = [
+            Link(v["label"], v["url"])
+            for v in values if isinstance(values, list)
+            if isinstance(v, dict) and isinstance(v.get("label"), str)
+            and isinstance(v.get("url"), str) and safe_url(v["url"])
+        ]  # fmt: skip
+        if isinstance(key, str) and kept:
+            loaded[key] = kept
+    return loaded

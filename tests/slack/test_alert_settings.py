@@ -1,0 +1,56 @@
+"""The settings of CONTRACTS §10 (read by the one pydantic-settings reader): their forms, and an
+invalid value named with what it must be, never echoed when it may carry a credential."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from plugin.settings import Settings, describe_invalid_settings
+
+
+def _settings(**env: str) -> Settings:
+    return Settings(_env_file=None, **env)  # type: ignore[call-arg]
+
+
+def test_the_forms_that_are_accepted() -> None:
+    settings = _settings(
+        DIAG_ALERT_SOURCES=" B0ALERTS01, A0GRAFANA1 ,",
+        DIAG_ALERT_COOLDOWN_SECONDS="0",
+        DIAG_GRAFANA_URL="https://grafana.example.com/sub/path",
+        DIAG_GRAFANA_LOKI_UID="P8E80F9AEF21F6940",
+        DIAG_RUNBOOK_URL="https://wiki.example.com/runbooks/{path}#{anchor}",
+    )
+    assert settings.alert_sources == ("B0ALERTS01", "A0GRAFANA1")
+    assert settings.alert_cooldown_seconds == 0
+    assert _settings(DIAG_RUNBOOK_URL="https://git.example.com/{path}").runbook_url
+    unset = _settings(DIAG_GRAFANA_URL="", DIAG_RUNBOOK_URL="", DIAG_ALERT_SOURCES="")
+    assert unset.grafana_url is None and unset.runbook_url is None and unset.alert_sources == ()
+
+
+@pytest.mark.parametrize(
+    ("env", "name", "says"),
+    [
+        ({"DIAG_ALERT_SOURCES": "U0ALICE99"}, "DIAG_ALERT_SOURCES", "bot IDs (B…) or app IDs"),
+        ({"DIAG_ALERT_SOURCES": "alertmanager"}, "DIAG_ALERT_SOURCES", "not user IDs or names"),
+        ({"DIAG_ALERT_COOLDOWN_SECONDS": "-1"}, "DIAG_ALERT_COOLDOWN_SECONDS", "at least 0"),
+        ({"DIAG_GRAFANA_URL": "grafana.local"}, "DIAG_GRAFANA_URL", "http(s)://"),
+        ({"DIAG_GRAFANA_LOKI_UID": "a b"}, "DIAG_GRAFANA_LOKI_UID", "text matching"),
+        ({"DIAG_RUNBOOK_URL": "https://wiki/{anchor}"}, "DIAG_RUNBOOK_URL", "{path}"),
+        ({"DIAG_RUNBOOK_URL": "https://wiki/{path}{user}"}, "DIAG_RUNBOOK_URL", "{path}"),
+        ({"DIAG_RUNBOOK_URL": "file:///{path}"}, "DIAG_RUNBOOK_URL", "scheme must be http"),
+    ],
+)
+def test_an_invalid_value_is_named_with_what_it_must_be(
+    env: dict[str, str], name: str, says: str
+) -> None:
+    with pytest.raises(ValidationError) as invalid:
+        _settings(**env)
+    message = describe_invalid_settings(invalid.value)
+    assert f"{name} must be" in message and says in message
+
+
+def test_a_runbook_url_with_a_credential_is_never_echoed() -> None:
+    with pytest.raises(ValidationError) as invalid:
+        _settings(DIAG_RUNBOOK_URL="ftp://user:s3cret-CANARY@wiki/{path}")
+    assert "s3cret-CANARY" not in describe_invalid_settings(invalid.value)
