@@ -21,8 +21,8 @@ from plugin.harness.hooks import StepHook
 from plugin.harness.ledger import InvocationStatus
 
 if TYPE_CHECKING:
-    from plugin.harness.context import RunContext
     from plugin.harness.ledger import Invocation
+    from plugin.harness.state import RunState
 
 __all__ = [
     "EvidenceCollector",
@@ -49,7 +49,7 @@ class EvidenceCollector(StepHook):
         self.observations: dict[str, dict[str, Any]] = {}
         self.windows: dict[str, Window] = {}
 
-    def on_observation(self, ctx: RunContext, invocation: Invocation, observation: str) -> None:
+    def on_observation(self, ctx: RunState, invocation: Invocation, observation: str) -> None:
         if invocation.status is not InvocationStatus.READY or len(self.observations) >= _MAX_KEPT:
             return
         parsed = json.loads(observation)

@@ -22,9 +22,9 @@ from aiohttp import web
 from plugin.contract.request import DiagnosisRequest
 from plugin.contract.result import FailureCode, Outcome
 from plugin.doubles.scripted_model import ModelStep
-from plugin.harness.context import RunContext
 from plugin.harness.hooks import StepHook
 from plugin.harness.ledger import Invocation
+from plugin.harness.state import RunState
 from plugin.tools.base import ToolName
 from plugin.tools.logs import LogsAdapter, LokiLogSource
 from plugin.tools.mysql import MysqlAdapter
@@ -385,7 +385,7 @@ class RemoveAfterFirstCall(StepHook):
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
-    def on_tool_invocation(self, ctx: RunContext, invocation: Invocation) -> None:
+    def on_tool_invocation(self, ctx: RunState, invocation: Invocation) -> None:
         if invocation.tool_call_id == "c1":
             shutil.rmtree(self.folder)
 
@@ -399,8 +399,10 @@ async def test_knowledge_folder_removed_mid_run(model_server: StartServer, tmp_p
     # Rescan on every call: the folder disappears between two lookups of one run.
     table = build_adapters(
         settings(
-            "http://unused", tmp_path,
-            DIAG_KNOWLEDGE_DIR=str(folder), DIAG_KNOWLEDGE_RESCAN_SECONDS="0",
+            "http://unused",
+            tmp_path,
+            DIAG_KNOWLEDGE_DIR=str(folder),
+            DIAG_KNOWLEDGE_RESCAN_SECONDS="0",
         )
     )
     server = await model_server(
