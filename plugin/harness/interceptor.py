@@ -58,7 +58,14 @@ from plugin.contract.observations import (
 from plugin.contract.prompts import prompt_set
 from plugin.errors import CollectionStopped, RunStop, StopReason
 from plugin.harness.context import RunContext
-from plugin.harness.ledger import CANCELLED, Invocation, InvocationStatus, next_streak
+from plugin.harness.ledger import (
+    CANCELLED,
+    HarnessCode,
+    Invocation,
+    InvocationCode,
+    InvocationStatus,
+    next_streak,
+)
 from plugin.tools.base import (
     AdapterCall,
     AdapterErrorCode,
@@ -80,10 +87,10 @@ INPUT_MODELS: Mapping[ToolName, type[BaseModel]] = {
     ToolName.QUERY_MYSQL: MysqlInput,
 }
 
-STOP_REQUIRED_CODE = "STOP_REQUIRED"
+STOP_REQUIRED_CODE = HarnessCode.STOP_REQUIRED
 AFTER_STOP_REQUIRED = "tool requested after STOP_REQUIRED"
 OVER_CAPACITY = "no room left in the run capacity for the round's answers"
-CUT_OFF_TIMEOUT = AdapterErrorCode.TIMEOUT.value
+CUT_OFF_TIMEOUT = AdapterErrorCode.TIMEOUT
 # The run's byte capacity (what the model is given to read) is its context budget: a stop it
 # forces is reported as the token budget's, never as saturation (CONTRACTS §6 has no other name).
 CAPACITY_STOP = StopReason.TOKEN_BUDGET_EXHAUSTED
@@ -441,9 +448,7 @@ class ToolInterceptor:
             max_bytes=self._max_obs,
             hints=self._hints,
         )
-        invocation = self._invocation(
-            tool, tool_call_id, code=code.value, business=business, scope=scope
-        )
+        invocation = self._invocation(tool, tool_call_id, code=code, business=business, scope=scope)
         return Respond(text, invocation)
 
     def _invocation(
@@ -451,7 +456,7 @@ class ToolInterceptor:
         tool: ToolName,
         tool_call_id: str,
         *,
-        code: str | None,
+        code: InvocationCode | None,
         business: BaseModel | None,
         scope: str | None,
         status: InvocationStatus = InvocationStatus.REJECTED,
@@ -484,7 +489,7 @@ class ToolInterceptor:
         projected = None if isinstance(result, Failed) else self._project(decision, result)
         if projected is None:
             code = result.code if isinstance(result, Failed) else AdapterErrorCode.INTERNAL
-            invocation.status, invocation.code = InvocationStatus.ERROR, code.value
+            invocation.status, invocation.code = InvocationStatus.ERROR, code
             text = error_observation(
                 decision.tool_call_id, decision.tool, code.value, max_bytes=self._max_obs
             )
@@ -500,7 +505,11 @@ class ToolInterceptor:
         return text, invocation
 
     def _executed(
-        self, decision: Execute, started: float, status: InvocationStatus, code: str | None = None
+        self,
+        decision: Execute,
+        started: float,
+        status: InvocationStatus,
+        code: InvocationCode | None = None,
     ) -> Invocation:
         """The canonical invocation of a call that reached its adapter."""
         invocation = self._invocation(
