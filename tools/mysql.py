@@ -47,6 +47,7 @@ from urllib.parse import unquote, urlsplit
 import aiomysql
 from pymysql.constants import COMMAND
 
+from plugin.tools._compat import read_packet, send_command
 from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
 from plugin.tools.mysql_privileges import GrantVerdict, effective_grants_verdict
 from plugin.tools.redact import is_secret_name, redact
@@ -696,10 +697,11 @@ async def _multi_statements_off(conn: Any) -> None:
     with it on, a ``;`` smuggled past every other check would run further statements outside the
     read-only transaction and the time cap. The protocol command makes the server itself refuse
     a second statement in one request (error 1064). It uses aiomysql's packet helpers, which are
-    private: the version range is pinned in ``pyproject.toml`` and a test proves the effect.
+    private (``plugin.tools._compat``): the version range is pinned in ``pyproject.toml``, a
+    canary watches the helpers and a test proves the effect.
     """
-    await conn._execute_command(COMMAND.COM_SET_OPTION, _MULTI_STATEMENTS_OFF)
-    packet = await conn._read_packet()  # an ERR packet raises here
+    await send_command(conn, COMMAND.COM_SET_OPTION, _MULTI_STATEMENTS_OFF)
+    packet = await read_packet(conn)  # an ERR packet raises here
     if not (packet.is_eof_packet() or packet.is_ok_packet()):
         raise ConnectionError("unexpected answer to COM_SET_OPTION")
 

@@ -38,6 +38,7 @@ from llama_index.core.llms.llm import ToolSelection
 from llama_index.llms.openai import OpenAI
 
 from plugin.contract.draft import draft_strict_schema
+from plugin.harness._compat import base_prepare_chat_with_tools
 from plugin.harness.context import RunContext
 from plugin.harness.state import ModelRound, RoundOutcome
 
@@ -107,7 +108,8 @@ class DiagnosisLLM(OpenAI):
         return selections
 
     def _prepare_chat_with_tools(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        prepared: dict[str, Any] = super()._prepare_chat_with_tools(*args, **kwargs)
+        # a private LlamaIndex hook: see plugin.harness._compat (and its canary)
+        prepared = base_prepare_chat_with_tools(super(), *args, **kwargs)
         if prepared.get("tools"):
             prepared["parallel_tool_calls"] = False
             if not self.strict:
