@@ -35,17 +35,10 @@ def context(**usage: int) -> RunContext:
 
 
 def decide(ctx: RunContext, name: str = "query_logs", raw: str = LOGS, **kw: object) -> object:
-    before = (
-        copy.deepcopy(ctx.state.usage),
-        ctx.state.ledger.no_gain_streak,
-        len(ctx.state.ledger),
-    )
+    run = ctx.state
+    before = (copy.deepcopy(run.usage), run.ledger.no_gain_streak, len(run.ledger))
     decision = ToolInterceptor(ctx, adapters()).decide(name, "c9", raw, **kw)  # type: ignore[arg-type]
-    assert (
-        ctx.state.usage,
-        ctx.state.ledger.no_gain_streak,
-        len(ctx.state.ledger),
-    ) == before  # pure
+    assert (run.usage, run.ledger.no_gain_streak, len(run.ledger)) == before  # pure
     return decision
 
 
