@@ -14,12 +14,11 @@ from bench.fake_model import FakeModelProcess
 from bench.scenario import BareAgent, build_bench_harness, fake_adapters, is_draft, request_for
 from plugin.contract.prompts import system_prompt
 from plugin.harness.agent import build_agent
-from plugin.harness.budget import Budgets
 from plugin.harness.context import RunContext
 from plugin.harness.hooks import HookSet
 from plugin.harness.interceptor import ToolInterceptor
 from plugin.harness.model import build_llm
-from plugin.harness.run import Harness
+from plugin.harness.run import Harness, budgets_from
 
 __all__ = ["run_overhead"]
 
@@ -32,10 +31,10 @@ async def _build_cost(harness: Harness, samples: int) -> float:
     times: list[float] = []
     for n in range(samples):
         started = time.perf_counter()
-        ctx = RunContext(
+        ctx = RunContext.start(
             session_id=f"s{n}",
             run_id=f"r{n}",
-            budgets=Budgets.from_settings(s),
+            budgets=budgets_from(s),
             hooks=HookSet(()),
             cancel_event=asyncio.Event(),
         )

@@ -18,7 +18,7 @@ from llama_index.core.tools import FunctionTool
 from llama_index.llms.openai import OpenAI
 from pydantic import BaseModel
 
-from plugin.audit import JsonlAuditSink
+from plugin.audit import AuditTrail, JsonlAuditSink
 from plugin.contract.prompts import system_prompt
 from plugin.contract.request import DiagnosisRequest
 from plugin.contract.result import ExecutionResult, Outcome
@@ -110,10 +110,11 @@ def build_bench_harness(
     table: dict[ToolName, EvidenceAdapter[Any]] = (
         dict(adapters) if adapters is not None else dict(fake_adapters())
     )
+    settings = bench_settings(base_url, audit_dir)
     return Harness(
-        settings=bench_settings(base_url, audit_dir),
+        settings=settings,
         adapters=table,
-        audit=JsonlAuditSink(audit_dir),
+        audit=AuditTrail.for_settings(JsonlAuditSink(audit_dir), settings),
     )
 
 

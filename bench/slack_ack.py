@@ -26,7 +26,7 @@ from bench.common import Row, Sizes, judged, percentile
 from bench.fake_model import FakeModelProcess
 from bench.loopmon import LoopMonitor
 from bench.scenario import bench_settings, fake_adapters
-from plugin.audit import JsonlAuditSink
+from plugin.audit import AuditTrail, JsonlAuditSink
 from plugin.doubles.recording_slack import RecordingSlackApi
 from plugin.harness.run import Harness
 from plugin.slack import PluginHandle, register
@@ -84,7 +84,10 @@ async def run_slack_ack(sizes: Sizes) -> list[Row]:
                 server.base_url, Path(tmp) / "audit",
                 DIAG_ADMIN_CHANNELS=CHANNEL, DIAG_MAX_CONCURRENT_RUNS=str(sizes.slack_in_flight),
             )  # fmt: skip
-            harness = Harness(settings, dict(fake_adapters()), JsonlAuditSink(Path(tmp) / "a"))
+            harness = Harness(
+                settings, dict(fake_adapters()),
+                AuditTrail.for_settings(JsonlAuditSink(Path(tmp) / "a"), settings),
+            )  # fmt: skip
             client = AsyncWebClient(token="xoxb-bench", base_url=slack.base_url)
             app = AsyncApp(client=client, signing_secret=_SECRET)
             handle = register(app, settings, harness=harness)

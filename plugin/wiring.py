@@ -6,7 +6,7 @@ import asyncio
 import importlib
 from typing import Any
 
-from plugin.audit import build_audit_sink
+from plugin.audit import AuditTrail, build_audit_sink
 from plugin.harness.run import Harness
 from plugin.settings import Settings
 from plugin.tools.base import EvidenceAdapter, ToolName
@@ -14,7 +14,7 @@ from plugin.tools.knowledge import KnowledgeAdapter
 from plugin.tools.logs import LogsAdapter, build_log_source
 from plugin.tools.mysql import MysqlAdapter
 
-__all__ = ["build_adapters", "build_harness", "prime_framework", "warm_up"]
+__all__ = ["build_adapters", "build_audit_trail", "build_harness", "prime_framework", "warm_up"]
 
 # Imported lazily by the framework at a run's start (see prime_framework).
 _FIRST_RUN_IMPORTS = (
@@ -56,12 +56,18 @@ def build_adapters(settings: Settings) -> dict[ToolName, EvidenceAdapter[Any]]:
     }
 
 
+def build_audit_trail(settings: Settings) -> AuditTrail:
+    """The audit port the harness hands its runs to: ``DIAG_AUDIT_SINK`` behind the writer."""
+    sink = build_audit_sink(settings.audit_sink, timeout_seconds=settings.audit_timeout_seconds)
+    return AuditTrail.for_settings(sink, settings)
+
+
 def build_harness(settings: Settings, *, model_connections: int = 100) -> Harness:
     """``model_connections``: the model HTTP pool's size (a worker: its concurrent runs)."""
     return Harness(
         settings=settings,
         adapters=build_adapters(settings),
-        audit=build_audit_sink(settings.audit_sink, timeout_seconds=settings.audit_timeout_seconds),
+        audit=build_audit_trail(settings),
         model_connections=model_connections,
     )
 

@@ -3,6 +3,8 @@
 ::
 
     record.py   audit_record(ctx, result): identity, usage, rounds, ledger; sanitised, <= 64 KB
+    trail.py    AuditTrail: the harness's RunAudit port (record building + the writer); wiring
+                injects it
     writer.py   AuditWriter: the harness hands records over; its own thread and loop write them,
                 each within DIAG_AUDIT_TIMEOUT_SECONDS; lost records counted and logged
     jsonl.py    JsonlAuditSink: regular files only, links not followed, whole lines or nothing
@@ -22,6 +24,7 @@ from plugin.audit.base import AuditSink, AuditWriteError
 from plugin.audit.jsonl import JsonlAuditSink
 from plugin.audit.mysql import MysqlAuditSink
 from plugin.audit.record import MAX_RECORD_BYTES, audit_record, encode_record
+from plugin.audit.trail import AuditTrail
 from plugin.audit.trigger import Trigger, current_trigger, run_triggered
 from plugin.audit.writer import AuditWriter
 from plugin.errors import ConfigError
@@ -29,6 +32,7 @@ from plugin.errors import ConfigError
 __all__ = [
     "MAX_RECORD_BYTES",
     "AuditSink",
+    "AuditTrail",
     "AuditWriteError",
     "AuditWriter",
     "JsonlAuditSink",

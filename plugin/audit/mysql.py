@@ -28,6 +28,7 @@ from plugin.audit.record import (
     safe_text,
 )
 from plugin.errors import ConfigError
+from plugin.tools._compat import connect_prepared
 
 __all__ = ["MysqlAuditSink"]
 
@@ -119,7 +120,7 @@ class MysqlAuditSink:
         try:
             # aiomysql.connect() builds this same object but loses it when cancelled during the
             # server greeting, leaking the socket; holding it here lets the timeout close it.
-            await conn._connect()
+            await connect_prepared(conn)
         except BaseException as exc:
             conn.close()
             if isinstance(exc, Exception):

@@ -1,4 +1,5 @@
-"""The audit record of one run: built from the RunContext, sanitised field by field, bounded.
+"""The audit record of one run: built from the RunContext (its state and budgets), sanitised
+field by field, bounded.
 
 The record copies identity, usage, rounds and the ledger, and the result's outcome; evidence
 items and model text are not copied, so nothing a backend returned can leak into it. Every
@@ -134,26 +135,27 @@ def audit_record(
     ``trigger`` is what started a Slack run (``mention``, ``shortcut``, ``alert``, ``replay``;
     see ``plugin.audit.trigger``), ``null`` for a run started outside Slack.
     """
+    run = ctx.state
     cited = sorted(result.draft.cited_ids()) if result.draft else []
     trigger = current_trigger()
-    if ctx.session_id.startswith(REPLAY_SESSION_PREFIX):
+    if run.session_id.startswith(REPLAY_SESSION_PREFIX):
         kind = "replay"  # a replayed thread must never look like a live run
         trigger = Trigger.REPLAY
     return {
         "kind": safe_text(kind, _MAX_KEY_CHARS),
         "recorded_at": datetime.now(UTC).isoformat(),
-        "run_id": bounded_id(ctx.run_id, MAX_RUN_ID_CHARS),
-        "session_id": bounded_id(ctx.session_id, MAX_SESSION_ID_CHARS),
+        "run_id": bounded_id(run.run_id, MAX_RUN_ID_CHARS),
+        "session_id": bounded_id(run.session_id, MAX_SESSION_ID_CHARS),
         "trigger": trigger.value if trigger is not None else None,
-        "asked_at": format_asked_at(ctx.asked_at) if ctx.asked_at is not None else None,
+        "asked_at": format_asked_at(run.asked_at) if run.asked_at is not None else None,
         "outcome": result.outcome.value,
         "stop_reason": result.stop_reason.value if result.stop_reason else None,
         "failure": _clean(result.failure.model_dump(mode="json")) if result.failure else None,
         "usage": result.usage.model_dump(mode="json"),
-        "usage_estimated": ctx.usage.usage_estimated,
-        "budgets": _clean(asdict(ctx.budgets)),
-        "rounds": [_clean(asdict(r)) for r in ctx.rounds],
-        "invocations": [_invocation(i) for i in ctx.ledger],
+        "usage_estimated": run.usage.usage_estimated,
+        "budgets": _clean(asdict(ctx.deps.budgets)),
+        "rounds": [_clean(asdict(r)) for r in run.rounds],
+        "invocations": [_invocation(i) for i in run.ledger],
         "cited_tool_call_ids": [bounded_id(c, MAX_TOOL_CALL_ID_CHARS) for c in cited],
     }
 

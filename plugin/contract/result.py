@@ -9,13 +9,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from plugin.contract.draft import DiagnosisDraft
+from plugin.contract.envelope import Evaluation
 from plugin.errors import StopReason
 
 __all__ = [
     "Check",
+    "CheckedTool",
     "ExecutionResult",
     "Failure",
     "FailureCode",
+    "InvocationStatus",
     "Outcome",
     "ProgressSnapshot",
     "UsageReport",
@@ -38,6 +41,23 @@ class FailureCode(StrEnum):
     MODEL_ERROR = "MODEL_ERROR"
 
 
+class InvocationStatus(StrEnum):
+    """Lifecycle outcome of a canonical invocation."""
+
+    READY = "READY"
+    ERROR = "ERROR"
+    REJECTED = "REJECTED"
+
+
+class CheckedTool(StrEnum):
+    """The tool a check called: the CONTRACTS §3 names (``plugin.tools.base.ToolName``'s
+    values; the contract sits below the tools, so it names them itself)."""
+
+    LOOKUP_KNOWLEDGE = "lookup_knowledge"
+    QUERY_LOGS = "query_logs"
+    QUERY_MYSQL = "query_mysql"
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -46,12 +66,13 @@ class Check(_Frozen):
     """One canonical invocation as the operator sees it."""
 
     tool_call_id: str
-    tool: str
-    status: str
+    tool: CheckedTool
+    status: InvocationStatus
     item_count: int
-    evaluation: str | None
+    evaluation: Evaluation | None
     scope: str | None
     error_code: str | None = None
+    """The invocation's code: a ``RejectCode``, an ``AdapterErrorCode`` or a ``HarnessCode``."""
 
 
 class ProgressSnapshot(_Frozen):

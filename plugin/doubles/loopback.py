@@ -17,11 +17,11 @@ async def serve_loopback(
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, backlog=backlog)
     await site.start()
-    sockets = list(getattr(site._server, "sockets", None) or [])
-    if not sockets:
+    addresses = runner.addresses  # public: the bound sockets' names (no private server reach)
+    if not addresses:
         await runner.cleanup()
         raise RuntimeError("loopback server did not start")
-    return runner, int(sockets[0].getsockname()[1])
+    return runner, int(addresses[0][1])
 
 
 class LoopbackServer:

@@ -3,7 +3,14 @@
 The offline demo replays a recorded cassette through it, and the tests drive the real harness
 with it. It speaks the real protocol (``POST /v1/chat/completions``), answers each request with
 the next scripted step, records every request body, and treats an unexpected extra request or
-an unused step as a failure (``assert_complete``).
+an unused step as a failure: ``assert_complete`` raises a typed script error (as
+openai-agents' testing models do)::
+
+    ModelScriptError(AssertionError)    the run and the script disagree
+    ├── UnexpectedModelCall             requests beyond the script (``extra``)
+    └── UnconsumedModelSteps            scripted steps never asked for (``steps``, ``requested``)
+
+They are ``AssertionError``s, so a test fails with them and ``demo`` reports them as before.
 """
 
 from __future__ import annotations
@@ -21,12 +28,36 @@ from aiohttp import web
 from plugin.doubles.loopback import LoopbackServer
 
 __all__ = [
+    "ModelScriptError",
     "ModelStep",
     "ScriptedModelServer",
     "ToolCallSpec",
+    "UnconsumedModelSteps",
+    "UnexpectedModelCall",
     "completion_body",
     "load_cassette",
 ]
+
+
+class ModelScriptError(AssertionError):
+    """The model script and the run disagree (see the module docstring)."""
+
+
+class UnexpectedModelCall(ModelScriptError):
+    """The run asked the model more often than the script has steps."""
+
+    def __init__(self, extra: int) -> None:
+        super().__init__(f"model server got {extra} unexpected extra request(s)")
+        self.extra = extra
+
+
+class UnconsumedModelSteps(ModelScriptError):
+    """The run ended before it asked for every scripted step."""
+
+    def __init__(self, steps: int, requested: int) -> None:
+        super().__init__(f"model server script has {steps} steps, but {requested} were requested")
+        self.steps = steps
+        self.requested = requested
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +143,14 @@ class ScriptedModelServer(LoopbackServer):
             await self._arrived.wait_for(lambda: len(self.requests) >= count)
 
     def assert_complete(self) -> None:
-        """Every step was used and nothing beyond the script was asked."""
+        """Every step was used and nothing beyond the script was asked.
+
+        Raises ``UnexpectedModelCall`` or ``UnconsumedModelSteps``.
+        """
         if self.unexpected:
-            raise AssertionError(f"model server got {self.unexpected} unexpected extra request(s)")
+            raise UnexpectedModelCall(self.unexpected)
         if len(self.requests) != len(self.steps):
-            raise AssertionError(
-                f"model server script has {len(self.steps)} steps, "
-                f"but {len(self.requests)} were requested"
-            )
+            raise UnconsumedModelSteps(len(self.steps), len(self.requests))
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

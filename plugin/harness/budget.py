@@ -1,11 +1,13 @@
-"""Run budgets as a frozen value object, and the mutable usage they are checked against."""
+"""Run budgets as a frozen value object, and the mutable usage they are checked against.
+
+Pure: the harness builds ``Budgets`` from the settings (``plugin.harness.run.budgets_from``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from plugin.errors import BudgetStop, StopReason
-from plugin.settings import Settings
 
 __all__ = ["Budgets", "Usage"]
 
@@ -30,19 +32,6 @@ class Budgets:
     """UTF-8 bytes of the final model text."""
     run_capacity_bytes: int
     """Input plus every observation plus the final text."""
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Budgets:
-        return cls(
-            max_model_calls=settings.max_model_calls,
-            max_total_tokens=settings.max_total_tokens,
-            deadline_seconds=settings.deadline_seconds,
-            max_tool_calls=settings.max_tool_calls,
-            no_gain_streak=settings.no_gain_streak,
-            max_observation_bytes=settings.max_observation_bytes,
-            max_draft_bytes=settings.max_draft_bytes,
-            run_capacity_bytes=settings.run_capacity_bytes,
-        )
 
     def check_before_model_call(self, usage: Usage) -> None:
         """Model-call then token budget; raises ``BudgetStop`` naming the limit."""

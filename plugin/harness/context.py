@@ -1,70 +1,87 @@
-"""RunContext: everything one run owns, passed explicitly to the gate, the interceptor and hooks."""
+"""RunContext: one run's state and its dependencies, passed to the gate and the interceptor.
+
+::
+
+    RunContext
+    ├── state: RunState   what the run did (plugin.harness.state): identity, usage, rounds, ledger
+    └── deps:  RunDeps    what the run is given: budgets, hooks, clock, cancellation token
+
+Hooks see only the state.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from plugin.errors import BudgetStop, StopReason
-from plugin.harness.budget import Budgets, Usage
-from plugin.harness.hooks import HookSet, ModelRound
-from plugin.harness.ledger import InvocationLedger
+from plugin.harness.budget import Budgets
+from plugin.harness.hooks import HookSet
+from plugin.harness.state import RunState, new_run_id
 
-__all__ = ["RunContext", "new_run_id"]
-
-
-def new_run_id() -> str:
-    return f"run-{uuid.uuid4().hex[:16]}"
+__all__ = ["RunContext", "RunDeps", "new_run_id"]
 
 
-@dataclass(slots=True)
-class RunContext:
-    """The identity, budgets, clock, cancellation, usage, ledger and hooks of one run."""
+@dataclass(frozen=True, slots=True)
+class RunDeps:
+    """What one run is given from outside: limits, observers, clock and cancellation."""
 
-    session_id: str
-    run_id: str
     budgets: Budgets
     hooks: HookSet
     cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
     clock: Callable[[], float] = time.monotonic
-    usage: Usage = field(default_factory=Usage)
-    rounds: list[ModelRound] = field(default_factory=list)
-    started_at: float = 0.0
-    asked_at: datetime | None = None
-    """When the question was asked (what the model was told); recorded in the audit."""
-    abort_reason: StopReason | None = None
-    """Set when the run is being aborted from outside the loop (deadline, Cancel, a stop):
-    how a tool call cut off mid-call is recorded."""
-    ledger: InvocationLedger = field(init=False)
+
+
+@dataclass(slots=True)
+class RunContext:
+    """The state and the dependencies of one run; the clock starts when it is built."""
+
+    state: RunState
+    deps: RunDeps
 
     def __post_init__(self) -> None:
-        self.ledger = InvocationLedger(run_id=self.run_id)
-        self.started_at = self.clock()
+        self.state.started_at = self.deps.clock()
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        session_id: str,
+        run_id: str,
+        budgets: Budgets,
+        hooks: HookSet,
+        cancel_event: asyncio.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        asked_at: datetime | None = None,
+    ) -> RunContext:
+        """A new run's context, its clock started now."""
+        deps = RunDeps(budgets, hooks, cancel_event or asyncio.Event(), clock)
+        return cls(RunState(session_id, run_id, asked_at=asked_at), deps)
 
     @property
     def deadline(self) -> float:
-        return self.started_at + self.budgets.deadline_seconds
+        return self.state.started_at + self.deps.budgets.deadline_seconds
 
     def elapsed_ms(self) -> float:
-        return (self.clock() - self.started_at) * 1000.0
+        return (self.deps.clock() - self.state.started_at) * 1000.0
 
     def remaining_seconds(self) -> float:
-        return self.deadline - self.clock()
+        return self.deadline - self.deps.clock()
 
     def cancel(self) -> None:
         """Ask the run to stop; an in-flight model request is aborted."""
-        self.cancel_event.set()
+        self.deps.cancel_event.set()
 
     def check_before_model_call(self) -> None:
         """In order: cancellation, deadline, model-call budget, token budget."""
-        if self.cancel_event.is_set():
+        if self.deps.cancel_event.is_set():
             raise BudgetStop(StopReason.CANCELLED)
         if self.remaining_seconds() <= 0:
             raise BudgetStop(
-                StopReason.DEADLINE_EXCEEDED, f"deadline_seconds={self.budgets.deadline_seconds}"
+                StopReason.DEADLINE_EXCEEDED,
+                f"deadline_seconds={self.deps.budgets.deadline_seconds}",
             )
-        self.budgets.check_before_model_call(self.usage)
+        self.deps.budgets.check_before_model_call(self.state.usage)

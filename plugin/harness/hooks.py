@@ -1,6 +1,7 @@
 """Step hooks: observers injected per run (audit, Slack progress, tests).
 
-Hooks see the same RunContext (session_id, run_id) as the ledger. They are synchronous because
+Hooks see the run's state (``RunState``: session_id, run_id, usage, ledger), never its
+dependencies. They are synchronous because
 the model-round callbacks of LlamaIndex are; a hook that needs IO schedules it itself. A failing
 hook is logged and never changes the run.
 """
@@ -9,50 +10,35 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from plugin.contract.result import ExecutionResult
-    from plugin.harness.context import RunContext
     from plugin.harness.ledger import Invocation
+    from plugin.harness.state import ModelRound, RunState
     from plugin.tools.base import ToolName
 
-__all__ = ["HookSet", "ModelRound", "StepHook"]
+__all__ = ["HookSet", "StepHook"]
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class ModelRound:
-    """One model round as the harness saw it."""
-
-    index: int
-    started_ms: float
-    duration_ms: float = 0.0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    usage_reported: bool = True
-    tool_calls: int = 0
-    outcome: str = "IN_FLIGHT"
 
 
 class StepHook:
     """Base observer; override what you need."""
 
-    def on_model_round(self, ctx: RunContext, model_round: ModelRound) -> None:
+    def on_model_round(self, ctx: RunState, model_round: ModelRound) -> None:
         """A model round finished (or was blocked / failed)."""
 
-    def on_tool_started(self, ctx: RunContext, tool: ToolName, scope: str) -> None:
+    def on_tool_started(self, ctx: RunState, tool: ToolName, scope: str) -> None:
         """The harness is about to run an adapter."""
 
-    def on_tool_invocation(self, ctx: RunContext, invocation: Invocation) -> None:
+    def on_tool_invocation(self, ctx: RunState, invocation: Invocation) -> None:
         """A canonical invocation was recorded."""
 
-    def on_observation(self, ctx: RunContext, invocation: Invocation, observation: str) -> None:
+    def on_observation(self, ctx: RunState, invocation: Invocation, observation: str) -> None:
         """The observation text the model is given for ``invocation`` (bounded, CONTRACTS §4)."""
 
-    def on_result(self, ctx: RunContext, result: ExecutionResult) -> None:
+    def on_result(self, ctx: RunState, result: ExecutionResult) -> None:
         """The run ended."""
 
 
@@ -62,23 +48,23 @@ class HookSet:
     def __init__(self, hooks: Sequence[StepHook]) -> None:
         self._hooks = tuple(hooks)
 
-    def model_round(self, ctx: RunContext, model_round: ModelRound) -> None:
+    def model_round(self, ctx: RunState, model_round: ModelRound) -> None:
         for hook in self._hooks:
             self._safe(hook.on_model_round, ctx, model_round)
 
-    def tool_started(self, ctx: RunContext, tool: ToolName, scope: str) -> None:
+    def tool_started(self, ctx: RunState, tool: ToolName, scope: str) -> None:
         for hook in self._hooks:
             self._safe(hook.on_tool_started, ctx, tool, scope)
 
-    def tool_invocation(self, ctx: RunContext, invocation: Invocation) -> None:
+    def tool_invocation(self, ctx: RunState, invocation: Invocation) -> None:
         for hook in self._hooks:
             self._safe(hook.on_tool_invocation, ctx, invocation)
 
-    def observation(self, ctx: RunContext, invocation: Invocation, observation: str) -> None:
+    def observation(self, ctx: RunState, invocation: Invocation, observation: str) -> None:
         for hook in self._hooks:
             self._safe(hook.on_observation, ctx, invocation, observation)
 
-    def result(self, ctx: RunContext, result: ExecutionResult) -> None:
+    def result(self, ctx: RunState, result: ExecutionResult) -> None:
         for hook in self._hooks:
             self._safe(hook.on_result, ctx, result)
 

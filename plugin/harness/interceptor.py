@@ -58,7 +58,14 @@ from plugin.contract.observations import (
 from plugin.contract.prompts import prompt_set
 from plugin.errors import CollectionStopped, RunStop, StopReason
 from plugin.harness.context import RunContext
-from plugin.harness.ledger import CANCELLED, Invocation, InvocationStatus, next_streak
+from plugin.harness.ledger import (
+    CANCELLED,
+    HarnessCode,
+    Invocation,
+    InvocationCode,
+    InvocationStatus,
+    next_streak,
+)
 from plugin.tools.base import (
     AdapterCall,
     AdapterErrorCode,
@@ -80,10 +87,10 @@ INPUT_MODELS: Mapping[ToolName, type[BaseModel]] = {
     ToolName.QUERY_MYSQL: MysqlInput,
 }
 
-STOP_REQUIRED_CODE = "STOP_REQUIRED"
+STOP_REQUIRED_CODE = HarnessCode.STOP_REQUIRED
 AFTER_STOP_REQUIRED = "tool requested after STOP_REQUIRED"
 OVER_CAPACITY = "no room left in the run capacity for the round's answers"
-CUT_OFF_TIMEOUT = AdapterErrorCode.TIMEOUT.value
+CUT_OFF_TIMEOUT = AdapterErrorCode.TIMEOUT
 # The run's byte capacity (what the model is given to read) is its context budget: a stop it
 # forces is reported as the token budget's, never as saturation (CONTRACTS §6 has no other name).
 CAPACITY_STOP = StopReason.TOKEN_BUDGET_EXHAUSTED
@@ -150,10 +157,12 @@ class ToolInterceptor:
         hints: Hints | None = None,
     ) -> None:
         self._ctx = ctx
+        self._run = ctx.state  # what the run did: usage, ledger
+        self._budgets = ctx.deps.budgets
         self._adapters = adapters
         # The observation hints of the run's prompt language (default: the zh set).
         self._hints = hints if hints is not None else prompt_set().hints
-        self._max_obs = ctx.budgets.max_observation_bytes
+        self._max_obs = self._budgets.max_observation_bytes
         self._stop_bound = stop_required_bound(self._max_obs, self._hints)
         self._bounds: dict[tuple[str, str], int] = {}
 
@@ -184,23 +193,23 @@ class ToolInterceptor:
             text, invocation = decision.observation, decision.invocation
             if invocation is not None:
                 invocation.started_ms = self._ctx.elapsed_ms()
-        self._ctx.usage.bytes += len(text.encode("utf-8"))
+        self._run.usage.bytes += len(text.encode("utf-8"))
         if invocation is not None:
             invocation.observation_bytes = len(text.encode("utf-8"))
-            self._ctx.ledger.record(invocation)
-            self._ctx.hooks.tool_invocation(self._ctx, invocation)
-            self._ctx.hooks.observation(self._ctx, invocation, text)
+            self._run.ledger.record(invocation)
+            self._ctx.deps.hooks.tool_invocation(self._run, invocation)
+            self._ctx.deps.hooks.observation(self._run, invocation, text)
         return text
 
     def _apply(self, decision: Execute | Respond) -> None:
-        ledger = self._ctx.ledger
+        ledger = self._run.ledger
         if decision.consumed is not None:
             ledger.consume(decision.consumed.tool_call_id, decision.consumed.evaluation)
         if isinstance(decision, Respond):
             if decision.duplicate:
                 ledger.count(Evaluation.NO_GAIN)
             if decision.stop_cause is not None:
-                ledger.require_stop(self._ctx.usage.model_calls, decision.stop_cause)
+                ledger.require_stop(self._run.usage.model_calls, decision.stop_cause)
 
     # -- decision (pure) ------------------------------------------------------------------
 
@@ -214,7 +223,7 @@ class ToolInterceptor:
         later: Sequence[tuple[str, str]] = (),
     ) -> Decision:
         """The decision for one request; reads the run's state and changes nothing."""
-        ignored = self._ctx.ledger.stop_required_before(self._ctx.usage.model_calls)
+        ignored = self._run.ledger.stop_required_before(self._run.usage.model_calls)
         if ignored is not None:
             return Stop(ignored, AFTER_STOP_REQUIRED)
         candidate = self._candidate(tool_name, tool_call_id, raw, first_in_round)
@@ -239,7 +248,7 @@ class ToolInterceptor:
         try:
             envelope = parse_envelope(raw, INPUT_MODELS[tool])
         except EnvelopeError as exc:
-            cause = self._stop_cause(self._ctx.ledger.no_gain_streak)
+            cause = self._stop_cause(self._run.ledger.no_gain_streak)
             if cause is not None:
                 return self._stop_answer(tool, tool_call_id, cause)
             return self._reject(tool, tool_call_id, RejectCode.INVALID_ENVELOPE, field=exc.field)
@@ -248,7 +257,7 @@ class ToolInterceptor:
     def _decide_valid(
         self, tool: ToolName, tool_call_id: str, envelope: Envelope[Any]
     ) -> Execute | Respond:
-        ledger = self._ctx.ledger
+        ledger = self._run.ledger
         streak = ledger.no_gain_streak
         refusal = self._evaluation_refusal(tool, tool_call_id, envelope.previous_observation)
         if refusal is not None:
@@ -265,7 +274,7 @@ class ToolInterceptor:
         if cause is not None:
             return self._stop_answer(tool, tool_call_id, cause, execute)
         if ledger.already_executed(tool, canonical):
-            if self._ctx.budgets.saturated(streak + 1):
+            if self._budgets.saturated(streak + 1):
                 saturated = StopReason.INFORMATION_SATURATED
                 return replace(
                     self._stop_answer(tool, tool_call_id, saturated, execute), duplicate=True
@@ -286,7 +295,7 @@ class ToolInterceptor:
         never handled, is refused ``PREVIOUS_OBSERVATION_MISMATCH`` (never silently dropped) —
         only a non-empty READY result can be evaluated, and only once.
         """
-        pending = self._ctx.ledger.pending_evaluation
+        pending = self._run.ledger.pending_evaluation
         if pending is None:
             if previous is None:
                 return None
@@ -305,13 +314,13 @@ class ToolInterceptor:
         return self._reject(tool, tool_call_id, code, expected=pending)
 
     def _stop_cause(self, streak: int) -> StopReason | None:
-        return self._ctx.budgets.stop_cause(self._ctx.usage, streak)
+        return self._budgets.stop_cause(self._run.usage, streak)
 
     def _id_problem(self, tool_call_id: str, tool: ToolName) -> str | None:
         """An id that could never be evaluated, cited or echoed within the observation bound."""
         if not tool_call_id:
             return ID_MISSING
-        if self._ctx.ledger.find(tool_call_id) is not None:
+        if self._run.ledger.find(tool_call_id) is not None:
             return ID_REUSED
         if len(tool_call_id) > MAX_TOOL_CALL_ID_CHARS:
             return ID_TOO_LONG
@@ -335,8 +344,8 @@ class ToolInterceptor:
     def _within_capacity(
         self, candidate: Execute | Respond, tool_name: str, tool_call_id: str, reserve: int
     ) -> Decision:
-        budgets, usage = self._ctx.budgets, self._ctx.usage
-        if self._ctx.ledger.stop_required:
+        budgets, usage = self._budgets, self._run.usage
+        if self._run.ledger.stop_required:
             # This round's first request got STOP_REQUIRED; the rest of the round was reserved
             # then: their answers only have to fit the capacity.
             if isinstance(candidate, Respond) and budgets.within_capacity(
@@ -384,7 +393,7 @@ class ToolInterceptor:
         field: str = "arguments",
     ) -> Respond:
         """An answer that creates no canonical invocation (unknown tool, unusable id)."""
-        cause = self._stop_cause(self._ctx.ledger.no_gain_streak) if first_in_round else None
+        cause = self._stop_cause(self._run.ledger.no_gain_streak) if first_in_round else None
         if cause is not None:
             text = stop_required_observation(
                 tool_call_id, tool_name, max_bytes=self._max_obs, hints=self._hints
@@ -439,9 +448,7 @@ class ToolInterceptor:
             max_bytes=self._max_obs,
             hints=self._hints,
         )
-        invocation = self._invocation(
-            tool, tool_call_id, code=code.value, business=business, scope=scope
-        )
+        invocation = self._invocation(tool, tool_call_id, code=code, business=business, scope=scope)
         return Respond(text, invocation)
 
     def _invocation(
@@ -449,14 +456,14 @@ class ToolInterceptor:
         tool: ToolName,
         tool_call_id: str,
         *,
-        code: str | None,
+        code: InvocationCode | None,
         business: BaseModel | None,
         scope: str | None,
         status: InvocationStatus = InvocationStatus.REJECTED,
     ) -> Invocation:
         return Invocation(
             tool_call_id=tool_call_id,
-            run_id=self._ctx.run_id,
+            run_id=self._run.run_id,
             tool=tool,
             status=status,
             code=code,
@@ -468,8 +475,8 @@ class ToolInterceptor:
 
     async def _execute(self, decision: Execute) -> tuple[str, Invocation]:
         ctx = self._ctx
-        ctx.usage.tool_calls += 1
-        ctx.hooks.tool_started(ctx, decision.tool, decision.scope)
+        ctx.state.usage.tool_calls += 1
+        ctx.deps.hooks.tool_started(ctx.state, decision.tool, decision.scope)
         started = ctx.elapsed_ms()
         try:
             result = await self._invoke(decision)
@@ -482,7 +489,7 @@ class ToolInterceptor:
         projected = None if isinstance(result, Failed) else self._project(decision, result)
         if projected is None:
             code = result.code if isinstance(result, Failed) else AdapterErrorCode.INTERNAL
-            invocation.status, invocation.code = InvocationStatus.ERROR, code.value
+            invocation.status, invocation.code = InvocationStatus.ERROR, code
             text = error_observation(
                 decision.tool_call_id, decision.tool, code.value, max_bytes=self._max_obs
             )
@@ -490,15 +497,19 @@ class ToolInterceptor:
         text, count, truncated = projected
         invocation.item_count, invocation.truncated = count, truncated
         if count > 0:
-            ctx.ledger.pending_evaluation = decision.tool_call_id
+            ctx.state.ledger.pending_evaluation = decision.tool_call_id
         else:
             # An empty result carries no information: it counts as NO_GAIN by itself.
             invocation.evaluation = Evaluation.NO_GAIN
-            ctx.ledger.count(Evaluation.NO_GAIN)
+            ctx.state.ledger.count(Evaluation.NO_GAIN)
         return text, invocation
 
     def _executed(
-        self, decision: Execute, started: float, status: InvocationStatus, code: str | None = None
+        self,
+        decision: Execute,
+        started: float,
+        status: InvocationStatus,
+        code: InvocationCode | None = None,
     ) -> Invocation:
         """The canonical invocation of a call that reached its adapter."""
         invocation = self._invocation(
@@ -520,10 +531,12 @@ class ToolInterceptor:
         No observation was given for it (the model never sees one), so it has no bytes.
         """
         ctx = self._ctx
-        code = CUT_OFF_TIMEOUT if ctx.abort_reason is StopReason.DEADLINE_EXCEEDED else CANCELLED
+        code = (
+            CUT_OFF_TIMEOUT if ctx.state.abort_reason is StopReason.DEADLINE_EXCEEDED else CANCELLED
+        )
         invocation = self._executed(decision, started, InvocationStatus.ERROR, code)
-        ctx.ledger.record(invocation)
-        ctx.hooks.tool_invocation(ctx, invocation)
+        ctx.state.ledger.record(invocation)
+        ctx.deps.hooks.tool_invocation(ctx.state, invocation)
 
     def _project(self, decision: Execute, result: Ready) -> tuple[str, int, bool] | None:
         """The READY observation, or None when the adapter's items cannot be projected."""
@@ -553,7 +566,9 @@ class ToolInterceptor:
         """
         adapter = self._adapters[decision.tool]
         call = AdapterCall(
-            tool_call_id=decision.tool_call_id, run_id=self._ctx.run_id, input=decision.business
+            tool_call_id=decision.tool_call_id,
+            run_id=self._run.run_id,
+            input=decision.business,
         )
         try:
             result: object = await adapter.invoke(call)

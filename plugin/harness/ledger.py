@@ -13,23 +13,36 @@ from enum import StrEnum
 from typing import Any
 
 from plugin.contract.envelope import Evaluation
-from plugin.contract.result import Check, ProgressSnapshot
+from plugin.contract.observations import RejectCode
+from plugin.contract.result import Check, CheckedTool, InvocationStatus, ProgressSnapshot
 from plugin.errors import StopReason
-from plugin.tools.base import ToolName
+from plugin.tools.base import AdapterErrorCode, ToolName
 
-__all__ = ["CANCELLED", "Invocation", "InvocationLedger", "InvocationStatus", "next_streak"]
+__all__ = [
+    "CANCELLED",
+    "HarnessCode",
+    "Invocation",
+    "InvocationCode",
+    "InvocationLedger",
+    "InvocationStatus",
+    "next_streak",
+]
 
-CANCELLED = "CANCELLED"
-"""The ``error_code`` of a call a Cancel or a stop cut off mid-call (in the ledger only: the
-model never sees it). One the deadline cut off is ``TIMEOUT``."""
+
+class HarnessCode(StrEnum):
+    """Invocation codes the harness itself records (not the model's input, not an adapter)."""
+
+    STOP_REQUIRED = "STOP_REQUIRED"
+    """The request was answered STOP_REQUIRED (CONTRACTS §4)."""
+    CANCELLED = "CANCELLED"
+    """A Cancel or a stop cut the call off mid-call (in the ledger only: the model never sees
+    it). One the deadline cut off is ``AdapterErrorCode.TIMEOUT``."""
 
 
-class InvocationStatus(StrEnum):
-    """Lifecycle outcome of a canonical invocation."""
+CANCELLED = HarnessCode.CANCELLED
 
-    READY = "READY"
-    ERROR = "ERROR"
-    REJECTED = "REJECTED"
+InvocationCode = RejectCode | AdapterErrorCode | HarnessCode
+"""What ``Invocation.code`` holds: why a request was rejected or a call failed."""
 
 
 @dataclass(slots=True)
@@ -43,7 +56,7 @@ class Invocation:
     business_input: dict[str, Any] | None = None
     canonical: str | None = None
     scope: str | None = None
-    code: str | None = None
+    code: InvocationCode | None = None
     item_count: int = 0
     truncated: bool = False
     evaluation: Evaluation | None = None
@@ -143,10 +156,10 @@ def _check(invocation: Invocation) -> Check:
     """One invocation as the Execution Result shows it (CONTRACTS §6)."""
     return Check(
         tool_call_id=invocation.tool_call_id,
-        tool=invocation.tool.value,
-        status=invocation.status.value,
+        tool=CheckedTool(invocation.tool.value),
+        status=invocation.status,
         item_count=invocation.item_count,
-        evaluation=invocation.evaluation.value if invocation.evaluation is not None else None,
+        evaluation=invocation.evaluation,
         scope=invocation.scope,
-        error_code=invocation.code,
+        error_code=invocation.code.value if invocation.code is not None else None,
     )

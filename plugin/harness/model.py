@@ -45,8 +45,9 @@ from llama_index.core.llms.llm import ToolSelection
 from llama_index.llms.openai import OpenAI
 
 from plugin.contract.draft import draft_strict_schema
+from plugin.harness._compat import base_prepare_chat_with_tools
 from plugin.harness.context import RunContext
-from plugin.harness.hooks import ModelRound
+from plugin.harness.state import ModelRound, RoundOutcome
 from plugin.http_bounds import bounded_client
 
 __all__ = [
@@ -125,7 +126,8 @@ class DiagnosisLLM(OpenAI):
         return selections
 
     def _prepare_chat_with_tools(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        prepared: dict[str, Any] = super()._prepare_chat_with_tools(*args, **kwargs)
+        # a private LlamaIndex hook: see plugin.harness._compat (and its canary)
+        prepared = base_prepare_chat_with_tools(super(), *args, **kwargs)
         if prepared.get("tools"):
             prepared["parallel_tool_calls"] = False
             if not self.strict:
@@ -159,9 +161,9 @@ class ModelRoundGate(BaseCallbackHandler):
             return event_id
         ctx = self._ctx
         ctx.check_before_model_call()
-        ctx.usage.model_calls += 1
-        model_round = ModelRound(index=ctx.usage.model_calls, started_ms=ctx.elapsed_ms())
-        ctx.rounds.append(model_round)
+        ctx.state.usage.model_calls += 1
+        model_round = ModelRound(index=ctx.state.usage.model_calls, started_ms=ctx.elapsed_ms())
+        ctx.state.rounds.append(model_round)
         self._open[event_id] = model_round
         self._sent_besides[event_id] = [*_besides_messages(payload), *self._always_sent]
         return event_id
@@ -186,15 +188,15 @@ class ModelRoundGate(BaseCallbackHandler):
             sent = [(payload or {}).get(EventPayload.MESSAGES), *besides]
             self._record_usage(model_round, response, sent)
         else:
-            model_round.outcome = "ERROR"
-        ctx.hooks.model_round(ctx, model_round)
+            model_round.outcome = RoundOutcome.ERROR
+        ctx.deps.hooks.model_round(ctx.state, model_round)
         # A round whose reported usage overran the budget ends the run: nothing it asked runs.
-        ctx.budgets.check_tokens_after_round(ctx.usage)
+        ctx.deps.budgets.check_tokens_after_round(ctx.state.usage)
         if isinstance(response, ChatResponse):
-            _check_text_size(response, ctx.budgets.max_draft_bytes)
+            _check_text_size(response, ctx.deps.budgets.max_draft_bytes)
 
     def _record_usage(self, model_round: ModelRound, response: ChatResponse, messages: Any) -> None:
-        usage = self._ctx.usage
+        usage = self._ctx.state.usage
         counts = response.additional_kwargs
         prompt = counts.get("prompt_tokens")
         completion = counts.get("completion_tokens")
@@ -212,7 +214,7 @@ class ModelRoundGate(BaseCallbackHandler):
         usage.last_round_tokens = model_round.prompt_tokens + model_round.completion_tokens
         calls = [b for b in response.message.blocks if b.block_type == "tool_call"]
         model_round.tool_calls = len(calls)
-        model_round.outcome = "TOOL_CALLS" if calls else "FINAL"
+        model_round.outcome = RoundOutcome.TOOL_CALLS if calls else RoundOutcome.FINAL
 
     def start_trace(self, trace_id: str | None = None) -> None:
         return None

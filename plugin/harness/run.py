@@ -4,8 +4,9 @@
 RunContext, ONE FunctionAgent with its gated LLM and interceptor, runs it once — no retry of the
 agent or of any model call — under the deadline and the cancellation token, and classifies the
 end: a strictly parsed Draft, a controlled stop, or a closed failure. Every run that started
-gets an audit record, whatever ends it: the record is handed to the harness's ``AuditWriter``
-and written AFTER ``diagnose`` returns, so a slow or broken sink never delays the answer.
+gets an audit record, whatever ends it: the run is handed to the harness's ``RunAudit`` port
+(``plugin.audit.AuditTrail``, injected by ``plugin.wiring``) and its record is written AFTER
+``diagnose`` returns, so a slow or broken sink never delays the answer.
 Callers await ``drain_audit`` (or ``aclose``, which drains) before they exit, each bounded.
 """
 
@@ -26,7 +27,6 @@ import openai
 from llama_index.core.agent.workflow import AgentOutput
 from workflows.handler import WorkflowHandler
 
-from plugin.audit import AuditSink, AuditWriter, audit_record
 from plugin.contract.draft import DraftDefect, DraftRejected, parse_draft
 from plugin.contract.prompts import prompt_set
 from plugin.contract.request import DiagnosisRequest, InputLimits, model_input
@@ -39,18 +39,20 @@ from plugin.contract.result import (
 )
 from plugin.errors import BudgetStop, RunStop, StopReason
 from plugin.harness.agent import build_agent
+from plugin.harness.audit_port import RunAudit
 from plugin.harness.budget import Budgets
 from plugin.harness.catalog import Catalogues
-from plugin.harness.context import RunContext, new_run_id
+from plugin.harness.context import RunContext
 from plugin.harness.hooks import HookSet, StepHook
 from plugin.harness.interceptor import ToolInterceptor
 from plugin.harness.model import OversizedResponse, build_llm, model_http_client
+from plugin.harness.state import RoundOutcome, new_run_id
 from plugin.http_bounds import AnswerTooLarge
 from plugin.log import bind_run_id
 from plugin.settings import Settings
 from plugin.tools.base import EvidenceAdapter, ToolName
 
-__all__ = ["Harness"]
+__all__ = ["Harness", "budgets_from"]
 
 _log = logging.getLogger(__name__)
 
@@ -67,15 +69,15 @@ _AUDIT_DRAIN_SLACK_SECONDS = 1.0
 
 @dataclass
 class Harness:
-    """Runs diagnoses with one set of settings, adapters, audit sink and model HTTP client."""
+    """Runs diagnoses with one set of settings, adapters, audit port and model HTTP client."""
 
     settings: Settings
     adapters: Mapping[ToolName, EvidenceAdapter[Any]]
-    audit: AuditSink
+    audit: RunAudit
+    """Where every finished run goes (``plugin.audit.AuditTrail``)."""
     http_client: httpx.AsyncClient | None = None
     model_connections: int = 100
     """The model HTTP pool's size (a worker sizes it to ``DIAG_MAX_CONCURRENT_RUNS``)."""
-    audit_writer: AuditWriter = field(init=False, repr=False)
     catalogues: Catalogues = field(init=False, repr=False)
     """The tool descriptions with their catalogues (``DIAG_PROMPT``'s language), one snapshot
     per run, refreshed every ``DIAG_CATALOG_REFRESH_SECONDS``."""
@@ -83,9 +85,6 @@ class Harness:
     def __post_init__(self) -> None:
         self.catalogues = Catalogues(
             self.adapters, prompt_set(self.settings.prompt), self.settings.catalog_refresh_seconds
-        )
-        self.audit_writer = AuditWriter(
-            self.audit, timeout_seconds=self.settings.audit_timeout_seconds
         )
         # One pooled HTTP client for every model request of this process, closed by aclose().
         if self.http_client is None:
@@ -97,12 +96,12 @@ class Harness:
 
     async def aclose(self) -> None:
         """Close the model HTTP client and the adapters; drain the audit writer (bounded as
-        ``drain_audit``) and close the sink."""
+        ``drain_audit``) and close its sink."""
         if self.http_client is not None:
             await self.http_client.aclose()
         for adapter in self.adapters.values():
             await adapter.aclose()
-        await self.audit_writer.aclose(self.audit_drain_seconds)
+        await self.audit.aclose(self.audit_drain_seconds)
 
     @property
     def audit_drain_seconds(self) -> float:
@@ -113,12 +112,12 @@ class Harness:
         """Wait for the audit records handed over so far, at most ``timeout_seconds`` (default
         ``audit_drain_seconds``); False when some are still being written."""
         bound = self.audit_drain_seconds if timeout_seconds is None else timeout_seconds
-        return await self.audit_writer.drain(bound)
+        return await self.audit.drain(bound)
 
     @property
     def audit_records_lost(self) -> int:
         """Audit records not written (sink failed or too slow, queue full, closed); logged."""
-        return self.audit_writer.records_lost
+        return self.audit.records_lost
 
     @property
     def limits(self) -> InputLimits:
@@ -145,17 +144,17 @@ class Harness:
         if request.asked_at is None:
             request = dataclasses.replace(request, asked_at=datetime.now(UTC))
         message = model_input(request, self.limits)
-        ctx = RunContext(
+        ctx = RunContext.start(
             session_id=session_id or f"session-{uuid.uuid4().hex[:12]}",
             run_id=run_id or new_run_id(),
-            budgets=Budgets.from_settings(self.settings),
+            budgets=budgets_from(self.settings),
             hooks=HookSet(hooks),
             cancel_event=cancel_event or asyncio.Event(),
             asked_at=request.asked_at,
         )
-        ctx.usage.bytes += len(message.encode("utf-8"))
-        bind_run_id(ctx.run_id)  # every log line of this run (and its tasks) carries run_id
-        _log.info("run %s started (session %s)", ctx.run_id, ctx.session_id)
+        ctx.state.usage.bytes += len(message.encode("utf-8"))
+        bind_run_id(ctx.state.run_id)  # every log line of this run (and its tasks) carries run_id
+        _log.info("run %s started (session %s)", ctx.state.run_id, ctx.state.session_id)
         try:
             result = await self._run_guarded(ctx, message)
         except _SIGNALS:
@@ -165,11 +164,11 @@ class Harness:
             raise
         except BaseException as exc:
             # Any other BaseException (one an adapter or a library raised) ends the run FAILED.
-            _log.error("run %s ended by %s", ctx.run_id, type(exc).__name__)
+            _log.error("run %s ended by %s", ctx.state.run_id, type(exc).__name__)
             result = _last_resort(ctx, FailureCode.AGENT_ERROR, "UNCLASSIFIED")
         if audit_gate is not None and not await audit_gate():
-            _log.warning("run %s fenced: its outcome belongs to another owner", ctx.run_id)
-            ctx.hooks.result(ctx, result)
+            _log.warning("run %s fenced: its outcome belongs to another owner", ctx.state.run_id)
+            ctx.deps.hooks.result(ctx.state, result)
             return result
         self._end(ctx, result)
         return result
@@ -185,10 +184,10 @@ class Harness:
     ) -> ExecutionResult:
         """A run that started elsewhere and whose process vanished: it ends ``FAILED
         AGENT_ERROR <detail>`` with its audit record (never re-run)."""
-        ctx = RunContext(
+        ctx = RunContext.start(
             session_id=session_id,
             run_id=run_id,
-            budgets=Budgets.from_settings(self.settings),
+            budgets=budgets_from(self.settings),
             hooks=HookSet(hooks),
             asked_at=asked_at,
         )
@@ -198,9 +197,9 @@ class Harness:
 
     def _end(self, ctx: RunContext, result: ExecutionResult) -> None:
         """Log the end, hand the audit record over (never awaited here), tell the hooks."""
-        _log.info("run %s ended: %s", ctx.run_id, result.outcome.value)
-        self._hand_over_audit(ctx, result)
-        ctx.hooks.result(ctx, result)
+        _log.info("run %s ended: %s", ctx.state.run_id, result.outcome.value)
+        self.audit.hand_over(ctx, result)
+        ctx.deps.hooks.result(ctx.state, result)
 
     async def _run_guarded(self, ctx: RunContext, message: str) -> ExecutionResult:
         """The run, with a last resort: whatever an Exception escapes, the run ends FAILED.
@@ -211,7 +210,9 @@ class Harness:
         try:
             return await self._run(ctx, message)
         except Exception as exc:
-            _log.error("run %s failed outside the agent loop: %s", ctx.run_id, type(exc).__name__)
+            _log.error(
+                "run %s failed outside the agent loop: %s", ctx.state.run_id, type(exc).__name__
+            )
             return _last_resort(ctx, FailureCode.AGENT_ERROR, "UNCLASSIFIED")
 
     async def _run(self, ctx: RunContext, message: str) -> ExecutionResult:
@@ -245,34 +246,38 @@ class Harness:
         if not isinstance(output, AgentOutput):
             return _failed(ctx, FailureCode.AGENT_ERROR, "NO_OUTPUT")
         text = output.response.content
-        room = ctx.budgets.run_capacity_bytes - ctx.usage.bytes
+        room = ctx.deps.budgets.run_capacity_bytes - ctx.state.usage.bytes
         try:
             draft = parse_draft(
                 text,
-                max_bytes=min(ctx.budgets.max_draft_bytes, room),
-                ready_ids=ctx.ledger.ready_ids(),
+                max_bytes=min(ctx.deps.budgets.max_draft_bytes, room),
+                ready_ids=ctx.state.ledger.ready_ids(),
             )
         except DraftRejected as rejected:
             return _failed(ctx, FailureCode.INVALID_DRAFT, rejected.defect.value)
-        ctx.usage.bytes += len((text or "").encode("utf-8"))
+        ctx.state.usage.bytes += len((text or "").encode("utf-8"))
         return ExecutionResult(
-            run_id=ctx.run_id,
-            session_id=ctx.session_id,
+            run_id=ctx.state.run_id,
+            session_id=ctx.state.session_id,
             outcome=Outcome.DRAFT,
             draft=draft,
-            progress=ctx.ledger.progress(),
+            progress=ctx.state.ledger.progress(),
             usage=_usage(ctx),
         )
 
-    def _hand_over_audit(self, ctx: RunContext, result: ExecutionResult) -> None:
-        try:
-            record = audit_record(ctx, result)
-        except Exception as exc:
-            self.audit_writer.lose(
-                ctx.run_id, f"the record could not be built ({type(exc).__name__})"
-            )
-            return
-        self.audit_writer.submit(record)
+
+def budgets_from(settings: Settings) -> Budgets:
+    """The run budgets the settings give (``DIAG_MAX_MODEL_CALLS`` ...)."""
+    return Budgets(
+        max_model_calls=settings.max_model_calls,
+        max_total_tokens=settings.max_total_tokens,
+        deadline_seconds=settings.deadline_seconds,
+        max_tool_calls=settings.max_tool_calls,
+        no_gain_streak=settings.no_gain_streak,
+        max_observation_bytes=settings.max_observation_bytes,
+        max_draft_bytes=settings.max_draft_bytes,
+        run_capacity_bytes=settings.run_capacity_bytes,
+    )
 
 
 def _consume(future: asyncio.Future[Any]) -> None:
@@ -290,17 +295,18 @@ def _last_resort(
             return _stopped(ctx, StopReason(why))
         return _failed(ctx, code, str(why))
     except Exception:
+        run = ctx.state
         usage = UsageReport(
             model_calls=0, prompt_tokens=0, completion_tokens=0, tool_calls=0, bytes=0,
             elapsed_ms=0,
         )  # fmt: skip
         if code is None:
             return ExecutionResult(
-                run_id=ctx.run_id, session_id=ctx.session_id, outcome=Outcome.STOPPED,
+                run_id=run.run_id, session_id=run.session_id, outcome=Outcome.STOPPED,
                 stop_reason=StopReason(why), usage=usage,
             )  # fmt: skip
         return ExecutionResult(
-            run_id=ctx.run_id, session_id=ctx.session_id, outcome=Outcome.FAILED, usage=usage,
+            run_id=run.run_id, session_id=run.session_id, outcome=Outcome.FAILED, usage=usage,
             failure=Failure(code=code, detail=str(why)),
         )  # fmt: skip
 
@@ -314,7 +320,7 @@ async def _await_bounded(ctx: RunContext, handler: WorkflowHandler) -> Any:
     """
     run = asyncio.ensure_future(_result_of(handler))
     run.add_done_callback(_consume)
-    cancelled = asyncio.ensure_future(ctx.cancel_event.wait())
+    cancelled = asyncio.ensure_future(ctx.deps.cancel_event.wait())
     cancelled.add_done_callback(_consume)
     try:
         done, _ = await asyncio.wait(
@@ -323,15 +329,17 @@ async def _await_bounded(ctx: RunContext, handler: WorkflowHandler) -> Any:
             return_when=asyncio.FIRST_COMPLETED,
         )
     except asyncio.CancelledError:
-        ctx.abort_reason = StopReason.CANCELLED
+        ctx.state.abort_reason = StopReason.CANCELLED
         await _abort(handler, run)
         raise
     finally:
         cancelled.cancel()
     if run in done:
         return run.result()
-    reason = StopReason.CANCELLED if ctx.cancel_event.is_set() else StopReason.DEADLINE_EXCEEDED
-    ctx.abort_reason = reason
+    reason = (
+        StopReason.CANCELLED if ctx.deps.cancel_event.is_set() else StopReason.DEADLINE_EXCEEDED
+    )
+    ctx.state.abort_reason = reason
     await _abort(handler, run)
     raise BudgetStop(reason)
 
@@ -379,10 +387,13 @@ def _classify_failure(ctx: RunContext, exc: BaseException) -> tuple[FailureCode,
             return FailureCode.MODEL_ERROR, "CONNECTION"
         if isinstance(item, openai.APIError):
             return FailureCode.MODEL_ERROR, "BAD_RESPONSE"
-    if ctx.rounds and ctx.rounds[-1].outcome in {"IN_FLIGHT", "ERROR"}:
+    if ctx.state.rounds and ctx.state.rounds[-1].outcome in {
+        RoundOutcome.IN_FLIGHT,
+        RoundOutcome.ERROR,
+    }:
         # The failure happened inside a model round (e.g. an unusable response body).
         return FailureCode.MODEL_ERROR, "BAD_RESPONSE"
-    _log.error("run %s failed: %s", ctx.run_id, type(exc).__name__)
+    _log.error("run %s failed: %s", ctx.state.run_id, type(exc).__name__)
     return FailureCode.AGENT_ERROR, "UNCLASSIFIED"
 
 
@@ -412,7 +423,7 @@ def _exception_chain(exc: BaseException) -> list[BaseException]:
 
 
 def _usage(ctx: RunContext) -> UsageReport:
-    u = ctx.usage
+    u = ctx.state.usage
     return UsageReport(
         model_calls=u.model_calls,
         prompt_tokens=u.prompt_tokens,
@@ -425,21 +436,21 @@ def _usage(ctx: RunContext) -> UsageReport:
 
 def _stopped(ctx: RunContext, reason: StopReason) -> ExecutionResult:
     return ExecutionResult(
-        run_id=ctx.run_id,
-        session_id=ctx.session_id,
+        run_id=ctx.state.run_id,
+        session_id=ctx.state.session_id,
         outcome=Outcome.STOPPED,
         stop_reason=reason,
-        progress=ctx.ledger.progress(),
+        progress=ctx.state.ledger.progress(),
         usage=_usage(ctx),
     )
 
 
 def _failed(ctx: RunContext, code: FailureCode, detail: str) -> ExecutionResult:
     return ExecutionResult(
-        run_id=ctx.run_id,
-        session_id=ctx.session_id,
+        run_id=ctx.state.run_id,
+        session_id=ctx.state.session_id,
         outcome=Outcome.FAILED,
-        progress=ctx.ledger.progress() if ctx.ledger.has_ready() else None,
+        progress=ctx.state.ledger.progress() if ctx.state.ledger.has_ready() else None,
         usage=_usage(ctx),
         failure=Failure(code=code, detail=detail),
     )

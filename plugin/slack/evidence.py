@@ -26,8 +26,8 @@ from plugin.harness.ledger import InvocationStatus
 from plugin.slack.links import Link, LinkMaker, dump_links, load_links
 
 if TYPE_CHECKING:
-    from plugin.harness.context import RunContext
     from plugin.harness.ledger import Invocation
+    from plugin.harness.state import RunState
 
 __all__ = [
     "EvidenceCollector",
@@ -56,7 +56,7 @@ class EvidenceCollector(StepHook):
         self.inputs: dict[str, dict[str, Any]] = {}
         """Each READY check's validated business input (what its links are built from)."""
 
-    def on_observation(self, ctx: RunContext, invocation: Invocation, observation: str) -> None:
+    def on_observation(self, ctx: RunState, invocation: Invocation, observation: str) -> None:
         if invocation.status is not InvocationStatus.READY or len(self.observations) >= _MAX_KEPT:
             return
         parsed = json.loads(observation)

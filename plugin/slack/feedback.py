@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from plugin.audit import AuditWriter
 from plugin.audit.record import MAX_FEEDBACK_REASON_CHARS, feedback_record
 from plugin.contract.text import one_line
+from plugin.harness.audit_port import RunAudit
 from plugin.slack.state import SharedState
 
 __all__ = [
@@ -117,7 +117,7 @@ class FeedbackDesk:
     """Records votes and reasons: shared state for "one vote per user", audit, metrics."""
 
     def __init__(
-        self, state: SharedState, writer: AuditWriter, on_vote: Callable[[str], None]
+        self, state: SharedState, writer: RunAudit, on_vote: Callable[[str], None]
     ) -> None:
         self.state = state
         self.writer = writer

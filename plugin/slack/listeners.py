@@ -158,7 +158,7 @@ class Listeners:
         self.admin_channels = frozenset(settings.admin_channels)
         self.evidence_ttl_seconds = settings.evidence_ttl_seconds
         self.feedback = FeedbackDesk(
-            manager.state, manager.harness.audit_writer, on_vote or (lambda vote: None)
+            manager.state, manager.harness.audit, on_vote or (lambda vote: None)
         )
         self.ignored: list[IgnoreReason] = []
 

@@ -38,8 +38,8 @@ from plugin.tools.base import ToolName
 
 if TYPE_CHECKING:
     from plugin.contract.result import ExecutionResult
-    from plugin.harness.context import RunContext
     from plugin.harness.ledger import Invocation
+    from plugin.harness.state import RunState
 
 __all__ = ["CONTENT_TYPE", "FEEDBACK_VOTES", "EventResult", "Metrics", "MetricsHook", "run_reason"]
 
@@ -240,8 +240,8 @@ class MetricsHook(StepHook):
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
 
-    def on_tool_invocation(self, ctx: RunContext, invocation: Invocation) -> None:
+    def on_tool_invocation(self, ctx: RunState, invocation: Invocation) -> None:
         self._metrics.tool_invoked(invocation)
 
-    def on_result(self, ctx: RunContext, result: ExecutionResult) -> None:
+    def on_result(self, ctx: RunState, result: ExecutionResult) -> None:
         self._metrics.run_ended(result)

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field, replace
 from slack_sdk.errors import SlackApiError
 
 from plugin.aio import stop_task, stopping
-from plugin.harness.context import RunContext
-from plugin.harness.hooks import ModelRound, StepHook
+from plugin.harness.hooks import StepHook
 from plugin.harness.ledger import Invocation
+from plugin.harness.state import ModelRound, RunState
 from plugin.slack.render import StatusView
 from plugin.tools.base import ToolName
 
@@ -108,13 +108,13 @@ class ProgressTracker(StepHook):
 
     # -- StepHook --------------------------------------------------------------------------
 
-    def on_model_round(self, ctx: RunContext, model_round: ModelRound) -> None:
+    def on_model_round(self, ctx: RunState, model_round: ModelRound) -> None:
         self.update(state="RUNNING", rounds_used=model_round.index, current_check=None)
 
-    def on_tool_started(self, ctx: RunContext, tool: ToolName, scope: str) -> None:
+    def on_tool_started(self, ctx: RunState, tool: ToolName, scope: str) -> None:
         self.update(state="RUNNING", current_check=f"{tool.value} · {scope}")
 
-    def on_tool_invocation(self, ctx: RunContext, invocation: Invocation) -> None:
+    def on_tool_invocation(self, ctx: RunState, invocation: Invocation) -> None:
         if invocation.executed():
             self.update(checks_done=self.view.checks_done + 1)
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from plugin.audit import JsonlAuditSink
+from plugin.audit import AuditSink, AuditTrail, JsonlAuditSink
 from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer, ToolCallSpec
 from plugin.harness.run import Harness
 from plugin.settings import Settings
-from plugin.tools.base import AdapterCall, AdapterResult, Ready, ToolName
+from plugin.tools.base import AdapterCall, AdapterResult, EvidenceAdapter, Ready, ToolName
 from plugin.tools.schemas import KnowledgeItem, LogItem, MysqlRow
 
 
@@ -93,20 +93,31 @@ def harness(
     adapter_table: dict[ToolName, ScriptedAdapter] | None = None,
     **env: Any,
 ) -> Harness:
+    settings = settings_for(server, tmp_path, **env)
     built = Harness(
-        settings=settings_for(server, tmp_path, **env),
+        settings=settings,
         adapters=adapter_table if adapter_table is not None else adapters(),
-        audit=JsonlAuditSink(tmp_path / "audit"),
+        audit=AuditTrail.for_settings(JsonlAuditSink(tmp_path / "audit"), settings),
     )
     OPEN_HARNESSES.append(built)
     return built
+
+
+def on_sink(
+    settings: Settings, adapter_table: Mapping[ToolName, EvidenceAdapter[Any]], sink: AuditSink
+) -> Harness:
+    """A Harness writing its audit to ``sink`` through the audit trail, as ``wiring`` builds it."""
+    return Harness(
+        settings=settings, adapters=adapter_table, audit=AuditTrail.for_settings(sink, settings)
+    )
 
 
 def audit_records(tmp_path: Path) -> list[dict[str, Any]]:
     """Every record in the jsonl sink, once the open harnesses' audit writers are idle (records
     are written after ``diagnose`` returns)."""
     for open_harness in OPEN_HARNESSES:
-        assert open_harness.audit_writer.wait_idle(10), "audit writer still busy after 10 s"
+        assert isinstance(open_harness.audit, AuditTrail)
+        assert open_harness.audit.wait_idle(10), "audit writer still busy after 10 s"
     records: list[dict[str, Any]] = []
     for path in sorted((tmp_path / "audit").glob("*.jsonl")):
         records.extend(json.loads(line) for line in path.read_text("utf-8").splitlines())

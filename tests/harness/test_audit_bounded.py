@@ -47,6 +47,7 @@ from tests.harness.support import (
     call,
     draft_json,
     final_step,
+    on_sink,
     settings_for,
     tool_step,
 )
@@ -161,10 +162,10 @@ async def test_a_broken_sink_never_delays_the_answer(
     server = await model_server([draft, draft])
     settings = settings_for(server, tmp_path, DIAG_AUDIT_TIMEOUT_SECONDS=TIMEOUT)
     async with broken.sink(tmp_path) as sink:
-        harness = Harness(settings=settings, adapters=adapters(), audit=sink)
+        harness = on_sink(settings, adapters(), sink)
         try:
             result, answered = await _timed(harness)
-            in_flight = harness.audit_writer.pending
+            in_flight = harness.audit.pending
             assert result.outcome is Outcome.DRAFT
             assert answered < ANSWER_BOUND, f"{broken.name}: answered after {answered:.2f} s"
             if broken.slow:  # the answer came back while its record was still being written
@@ -205,7 +206,7 @@ async def test_other_runs_tools_are_unaffected_by_a_stuck_sink(
     settings = reliability_settings(server.base_url, tmp_path, DIAG_AUDIT_TIMEOUT_SECONDS=TIMEOUT)
     try:
         async with broken.sink(tmp_path) as sink:
-            harness = Harness(settings=settings, adapters=table, audit=sink)
+            harness = on_sink(settings, table, sink)
             try:
                 ended = await asyncio.gather(
                     *(harness.diagnose(DiagnosisRequest(f"end {n}")) for n in range(40))
@@ -234,11 +235,11 @@ async def test_drain_and_close_are_bounded_and_count_what_they_give_up(
     settings = settings_for(server, tmp_path, DIAG_AUDIT_TIMEOUT_SECONDS=TIMEOUT)
     async with silent_server() as silent:
         sink = MysqlAuditSink(silent.dsn(), timeout_seconds=TIMEOUT)
-        harness = Harness(settings=settings, adapters=adapters(), audit=sink)
+        harness = on_sink(settings, adapters(), sink)
         try:
             for _ in range(5):
                 await harness.diagnose(QUERY)
-            assert harness.audit_writer.pending == 5
+            assert harness.audit.pending == 5
             started = time.monotonic()
             assert not await harness.drain_audit(0.5)
             assert 0.5 <= time.monotonic() - started < 1.0
@@ -247,7 +248,7 @@ async def test_drain_and_close_are_bounded_and_count_what_they_give_up(
             await harness.aclose()
             closed = time.monotonic() - started
     assert closed <= TIMEOUT + 2.5, f"close took {closed:.2f} s"
-    assert harness.audit_records_lost == 5 and harness.audit_writer.pending == 0
+    assert harness.audit_records_lost == 5 and harness.audit.pending == 0
     lines = _lost_lines(caplog)
     assert len(lines) == 5
     assert sum("not written before the audit writer closed" in line for line in lines) >= 3
@@ -286,7 +287,7 @@ async def test_records_are_written_in_order_after_the_answer(
     draft = final_step(draft_json(conclusion=False))
     server = await model_server([draft] * 3)
     settings = settings_for(server, tmp_path, DIAG_AUDIT_TIMEOUT_SECONDS=TIMEOUT)
-    harness = Harness(settings=settings, adapters=adapters(), audit=JsonlAuditSink(tmp_path / "a"))
+    harness = on_sink(settings, adapters(), JsonlAuditSink(tmp_path / "a"))
     try:
         results = [await harness.diagnose(QUERY) for _ in range(3)]
         assert await harness.drain_audit()

@@ -34,6 +34,7 @@ from tests.harness.support import (
     call,
     draft_json,
     final_step,
+    on_sink,
     settings_for,
     tool_step,
 )
@@ -67,7 +68,7 @@ async def test_mysql_sink_records_every_run(model_server: StartServer, tmp_path:
     )
     sink = build_audit_sink(dsn)
     assert isinstance(sink, MysqlAuditSink)
-    harness = Harness(settings=settings_for(server, tmp_path), adapters=adapters(), audit=sink)
+    harness = on_sink(settings_for(server, tmp_path), adapters(), sink)
     ok, failed = await _run_all(harness, (QUERY, None), (QUERY, None))
     assert (ok.outcome, failed.outcome) == (Outcome.DRAFT, Outcome.FAILED)
     rows = audit_rows(DATABASE)
@@ -86,7 +87,7 @@ async def test_a_dropped_table_is_recreated(
     draft = final_step(draft_json(conclusion=False))
     server = await model_server([draft, draft, draft])
     settings = settings_for(server, tmp_path)
-    harness = Harness(settings=settings, adapters=adapters(), audit=build_audit_sink(dsn))
+    harness = on_sink(settings, adapters(), build_audit_sink(dsn))
     try:
         first = await harness.diagnose(QUERY)
         assert await harness.drain_audit()
@@ -145,7 +146,7 @@ async def test_hostile_session_and_tool_call_ids_keep_their_records_bounded(
             steps.append(final_step(draft_json(conclusion=False)))
     server = await model_server(steps)
     sink = _mysql_sink(tmp_path) if kind == "mysql" else _jsonl_sink(tmp_path)
-    harness = Harness(settings=settings_for(server, tmp_path), adapters=adapters(), audit=sink)
+    harness = on_sink(settings_for(server, tmp_path), adapters(), sink)
     runs = [(QUERY, s) for s in HOSTILE_SESSIONS] + [(QUERY, None) for _ in MODEL_IDS]
     results = await _run_all(harness, *runs)
     assert harness.audit_records_lost == 0
@@ -192,9 +193,7 @@ async def test_a_partial_line_left_in_the_file_does_not_corrupt_the_next_record(
     for path in audit_file_names(directory):
         path.write_bytes(b'{"run_id": "run-crashed", "outc')  # a crash mid-line, long ago
     server = await model_server([final_step(draft_json(conclusion=False))])
-    harness = Harness(
-        settings=settings_for(server, tmp_path), adapters=adapters(), audit=_jsonl_sink(tmp_path)
-    )
+    harness = on_sink(settings_for(server, tmp_path), adapters(), _jsonl_sink(tmp_path))
     (result,) = await _run_all(harness, (QUERY, None))
     today = audit_file_names(directory)[0].read_text().splitlines()
     assert today[0] == '{"run_id": "run-crashed", "outc'
@@ -208,7 +207,7 @@ async def test_a_tilde_in_the_folder_is_the_home_directory(
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the process environment, not the code
     server = await model_server([final_step(draft_json(conclusion=False))])
     sink = build_audit_sink("jsonl:~/diag-audit")
-    harness = Harness(settings=settings_for(server, tmp_path), adapters=adapters(), audit=sink)
+    harness = on_sink(settings_for(server, tmp_path), adapters(), sink)
     (result,) = await _run_all(harness, (QUERY, None))
     assert isinstance(sink, JsonlAuditSink) and sink.directory == tmp_path / "home" / "diag-audit"
     records = _jsonl_records(tmp_path / "home" / "diag-audit")
@@ -221,7 +220,7 @@ async def test_a_broken_sink_does_not_change_the_outcome_and_the_loss_is_counted
     caplog.set_level(logging.INFO)
     server = await model_server([final_step(draft_json(conclusion=False))])
     sink = MysqlAuditSink("mysql://audit:pw-CANARY-77@127.0.0.1:1/none", timeout_seconds=1)
-    harness = Harness(settings=settings_for(server, tmp_path), adapters=adapters(), audit=sink)
+    harness = on_sink(settings_for(server, tmp_path), adapters(), sink)
     (result,) = await _run_all(harness, (QUERY, None))
     assert result.outcome is Outcome.DRAFT
     assert harness.audit_records_lost == 1
@@ -264,15 +263,11 @@ async def test_feedback_records_sit_beside_their_run_in_the_mysql_sink(
     """A run's record and any number of votes on it are separate rows (kind column)."""
     dsn = audit_database(DATABASE)
     server = await model_server([final_step(draft_json(conclusion=False))])
-    harness = Harness(
-        settings=settings_for(server, tmp_path), adapters=adapters(), audit=build_audit_sink(dsn)
-    )
+    harness = on_sink(settings_for(server, tmp_path), adapters(), build_audit_sink(dsn))
     try:
         result = await harness.diagnose(QUERY)
         for vote, reason in (("up", None), ("down", None), ("down", "cited the wrong deploy")):
-            harness.audit_writer.submit(
-                feedback_record(result.run_id, "U0VOTER1", vote, reason=reason)
-            )
+            harness.audit.submit(feedback_record(result.run_id, "U0VOTER1", vote, reason=reason))
         assert await harness.drain_audit()
     finally:
         await harness.aclose()

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from plugin.audit import JsonlAuditSink
+from plugin.audit import AuditTrail, JsonlAuditSink
 from plugin.contract.prompts import prompt_set
 from plugin.contract.request import DiagnosisRequest
 from plugin.contract.result import Outcome
@@ -72,7 +72,7 @@ def real_harness(server: Any, tmp_path: Path, **env: Any) -> Harness:
     built = Harness(
         settings=settings,
         adapters=build_adapters(settings),
-        audit=JsonlAuditSink(tmp_path / "audit"),
+        audit=AuditTrail.for_settings(JsonlAuditSink(tmp_path / "audit"), settings),
     )
     OPEN_HARNESSES.append(built)
     return built

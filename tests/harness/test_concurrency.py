@@ -7,9 +7,9 @@ from pathlib import Path
 
 from plugin.contract.request import DiagnosisRequest
 from plugin.contract.result import ExecutionResult, Outcome
-from plugin.harness.context import RunContext
 from plugin.harness.hooks import StepHook
 from plugin.harness.ledger import Invocation
+from plugin.harness.state import RunState
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,
@@ -27,7 +27,7 @@ class Seen(StepHook):
         self.run_ids: set[str] = set()
         self.call_ids: list[str] = []
 
-    def on_tool_invocation(self, ctx: RunContext, invocation: Invocation) -> None:
+    def on_tool_invocation(self, ctx: RunState, invocation: Invocation) -> None:
         self.run_ids.update({ctx.run_id, invocation.run_id})
         self.call_ids.append(invocation.tool_call_id)
 

@@ -26,18 +26,19 @@ LOGS = json.dumps({"input": LOGS_INPUT})
 
 
 def context(**usage: int) -> RunContext:
-    ctx = RunContext(
+    ctx = RunContext.start(
         session_id="s", run_id="r", budgets=BUDGETS, hooks=HookSet(()), cancel_event=asyncio.Event()
     )
     for name, value in usage.items():
-        setattr(ctx.usage, name, value)
+        setattr(ctx.state.usage, name, value)
     return ctx
 
 
 def decide(ctx: RunContext, name: str = "query_logs", raw: str = LOGS, **kw: object) -> object:
-    before = (copy.deepcopy(ctx.usage), ctx.ledger.no_gain_streak, len(ctx.ledger))
+    run = ctx.state
+    before = (copy.deepcopy(run.usage), run.ledger.no_gain_streak, len(run.ledger))
     decision = ToolInterceptor(ctx, adapters()).decide(name, "c9", raw, **kw)  # type: ignore[arg-type]
-    assert (ctx.usage, ctx.ledger.no_gain_streak, len(ctx.ledger)) == before  # pure
+    assert (run.usage, run.ledger.no_gain_streak, len(run.ledger)) == before  # pure
     return decision
 
 
@@ -120,7 +121,7 @@ def test_a_stop_required_names_its_cause(
     usage: dict[str, int], streak: int, name: str, raw: str, expected: str
 ) -> None:
     ctx = context(**usage)
-    ctx.ledger.no_gain_streak = streak
+    ctx.state.ledger.no_gain_streak = streak
     assert cause_of(decide(ctx, name, raw, first_in_round=True)) == expected
 
 
@@ -129,19 +130,19 @@ def test_a_stop_required_in_an_earlier_round_ends_the_run_whatever_is_asked(
     cause: StopReason,
 ) -> None:
     ctx = context(model_calls=3)
-    ctx.ledger.require_stop(2, cause)
-    ctx.ledger.require_stop(2, StopReason.INFORMATION_SATURATED)  # the first cause is kept
+    ctx.state.ledger.require_stop(2, cause)
+    ctx.state.ledger.require_stop(2, StopReason.INFORMATION_SATURATED)  # the first cause is kept
     for name in ("query_logs", "run_shell"):
         decision = decide(ctx, name, first_in_round=True)
         assert isinstance(decision, Stop) and decision.reason is cause
         assert decision.signal().reason is cause
-    ctx.ledger.stop_required_round = 3  # the same round: the model has not seen it yet
+    ctx.state.ledger.stop_required_round = 3  # the same round: the model has not seen it yet
     assert status(decide(ctx, "query_logs", first_in_round=False)) == "ONE_TOOL_PER_ROUND"
 
 
 def test_the_evaluation_a_request_carries_is_an_effect_of_the_decision() -> None:
     ctx = context(model_calls=2)
-    ctx.ledger.pending_evaluation = "c1"
+    ctx.state.ledger.pending_evaluation = "c1"
     raw = json.dumps(
         {"previous_observation": {"tool_call_id": "c1", "evaluation": "GAINED"},
          "input": LOGS_INPUT}
@@ -149,4 +150,4 @@ def test_the_evaluation_a_request_carries_is_an_effect_of_the_decision() -> None
     decision = decide(ctx, raw=raw, first_in_round=True)
     assert isinstance(decision, Execute) and decision.consumed is not None
     assert decision.consumed.evaluation is Evaluation.GAINED
-    assert ctx.ledger.pending_evaluation == "c1"  # only ``handle`` applies it
+    assert ctx.state.ledger.pending_evaluation == "c1"  # only ``handle`` applies it

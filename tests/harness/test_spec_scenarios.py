@@ -369,17 +369,17 @@ async def test_harness_requires_stop(model_server: StartServer, tmp_path: Path) 
 async def test_internal_audited_execution_completes(
     model_server: StartServer, tmp_path: Path
 ) -> None:
-    from plugin.harness.context import RunContext
-    from plugin.harness.hooks import ModelRound, StepHook
+    from plugin.harness.hooks import StepHook
     from plugin.harness.ledger import Invocation
+    from plugin.harness.state import ModelRound, RunState
 
     seen: list[tuple[str, str, str]] = []
 
     class Recorder(StepHook):
-        def on_model_round(self, ctx: RunContext, model_round: ModelRound) -> None:
+        def on_model_round(self, ctx: RunState, model_round: ModelRound) -> None:
             seen.append(("round", ctx.session_id, ctx.run_id))
 
-        def on_tool_invocation(self, ctx: RunContext, invocation: Invocation) -> None:
+        def on_tool_invocation(self, ctx: RunState, invocation: Invocation) -> None:
             seen.append(("tool", ctx.session_id, invocation.run_id))
 
     server = await model_server(

@@ -18,7 +18,7 @@ from typing import Any, Self
 
 from aiohttp import web
 
-from plugin.audit import JsonlAuditSink
+from plugin.audit import AuditTrail, JsonlAuditSink
 from plugin.contract.request import DiagnosisRequest
 from plugin.contract.result import ExecutionResult, Outcome
 from plugin.doubles.loopback import serve_loopback
@@ -60,10 +60,11 @@ def build(
     **env: Any,
 ) -> Harness:
     """A Harness on the jsonl audit sink under ``tmp_path/audit``; closed by the conftest."""
+    built = settings(base_url, tmp_path, **env)
     harness = Harness(
-        settings=settings(base_url, tmp_path, **env),
+        settings=built,
         adapters=adapters,
-        audit=JsonlAuditSink(tmp_path / "audit"),
+        audit=AuditTrail.for_settings(JsonlAuditSink(tmp_path / "audit"), built),
     )
     OPEN.append(harness)
     return harness
@@ -73,7 +74,8 @@ def audit_records(tmp_path: Path) -> list[dict[str, Any]]:
     """Every record in the jsonl sink, once the open harnesses' audit writers are idle (records
     are written after ``diagnose`` returns)."""
     for open_harness in OPEN:
-        assert open_harness.audit_writer.wait_idle(10), "audit writer still busy after 10 s"
+        assert isinstance(open_harness.audit, AuditTrail)
+        assert open_harness.audit.wait_idle(10), "audit writer still busy after 10 s"
     records: list[dict[str, Any]] = []
     for path in sorted((tmp_path / "audit").glob("*.jsonl")):
         records.extend(json.loads(line) for line in path.read_text("utf-8").splitlines())

@@ -23,9 +23,9 @@ import pytest
 from plugin.contract.request import DiagnosisRequest
 from plugin.contract.result import FailureCode, Outcome
 from plugin.doubles.scripted_model import ModelStep
-from plugin.harness.context import RunContext
 from plugin.harness.hooks import StepHook
 from plugin.harness.ledger import Invocation
+from plugin.harness.state import RunState
 from plugin.tools.base import ToolName
 from plugin.tools.logs import LogsAdapter, LokiLogSource
 from plugin.tools.mysql import MysqlAdapter
@@ -376,7 +376,7 @@ class RemoveAfterFirstCall(StepHook):
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
-    def on_tool_invocation(self, ctx: RunContext, invocation: Invocation) -> None:
+    def on_tool_invocation(self, ctx: RunState, invocation: Invocation) -> None:
         if invocation.tool_call_id == "c1":
             shutil.rmtree(self.folder)
 

@@ -21,8 +21,8 @@ from plugin.contract.request import DiagnosisRequest
 from plugin.contract.result import ExecutionResult, Outcome
 from plugin.doubles.scripted_model import ModelStep
 from plugin.errors import StopReason
-from plugin.harness.context import RunContext
-from plugin.harness.hooks import ModelRound, StepHook
+from plugin.harness.hooks import StepHook
+from plugin.harness.state import ModelRound, RunState
 from plugin.tools.base import AdapterCall, Ready, ToolName
 from tests.harness.support import LOGS_INPUT, ScriptedAdapter, adapters, call, tool_step
 from tests.reliability.support import ConversationModelServer, audit_records, build
@@ -34,11 +34,11 @@ class CancelAt(StepHook):
     def __init__(self, cancel: asyncio.Event, stage: str) -> None:
         self.cancel, self.stage = cancel, stage
 
-    def on_model_round(self, ctx: RunContext, model_round: ModelRound) -> None:
+    def on_model_round(self, ctx: RunState, model_round: ModelRound) -> None:
         if self.stage == "after-round" and model_round.index == 1:
             self.cancel.set()  # the next round's gate raises CANCELLED inside the workflow
 
-    def on_tool_started(self, ctx: RunContext, tool: ToolName, scope: str) -> None:
+    def on_tool_started(self, ctx: RunState, tool: ToolName, scope: str) -> None:
         if self.stage == "tool":
             self.cancel.set()
 

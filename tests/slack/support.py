@@ -24,7 +24,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.audit import JsonlAuditSink
+from plugin.audit import AuditTrail, JsonlAuditSink
 from plugin.doubles.recording_slack import RecordingSlackApi
 from plugin.doubles.scripted_model import ScriptedModelServer
 from plugin.harness.run import Harness
@@ -228,9 +228,8 @@ async def slack_rig(
 ) -> AsyncIterator[SlackRig]:
     async with RecordingSlackApi() as slack:
         settings = settings_for(model, tmp_path, DIAG_ADMIN_CHANNELS=admin, **env)
-        harness = Harness(
-            settings=settings, adapters=adapters(), audit=JsonlAuditSink(tmp_path / "audit")
-        )
+        audit = AuditTrail.for_settings(JsonlAuditSink(tmp_path / "audit"), settings)
+        harness = Harness(settings=settings, adapters=adapters(), audit=audit)
         app = build_app(slack, authorize=authorize)
         handle = register(
             app,

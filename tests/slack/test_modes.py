@@ -15,7 +15,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.audit import JsonlAuditSink
+from plugin.audit import AuditTrail, JsonlAuditSink
 from plugin.doubles.recording_slack import RecordingSlackApi
 from plugin.harness.run import Harness
 from plugin.slack import register
@@ -99,9 +99,8 @@ async def test_socket_mode_round_trip(model_server: StartServer, tmp_path: Path)
     await ws_server.start()
     async with RecordingSlackApi(socket_mode_url=ws_server.url) as slack:
         settings = settings_for(model, tmp_path, DIAG_ADMIN_CHANNELS=ADMIN)
-        harness = Harness(
-            settings=settings, adapters=adapters(), audit=JsonlAuditSink(tmp_path / "audit")
-        )
+        audit = AuditTrail.for_settings(JsonlAuditSink(tmp_path / "audit"), settings)
+        harness = Harness(settings=settings, adapters=adapters(), audit=audit)
         app = AsyncApp(
             client=AsyncWebClient(token=BOT_TOKEN, base_url=slack.base_url),
             request_verification_enabled=False,

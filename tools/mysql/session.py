@@ -15,6 +15,7 @@ from typing import Any
 import aiomysql
 from pymysql.constants import COMMAND
 
+from plugin.tools._compat import read_packet, send_command
 from plugin.tools.sql.bounds import ColumnShape, Schema, column_shape
 
 __all__ = [
@@ -104,9 +105,10 @@ async def multi_statements_off(conn: Any) -> None:
     with it on, a ``;`` smuggled past every other check would run further statements outside the
     read-only transaction and the time cap. The protocol command makes the server itself refuse
     a second statement in one request (error 1064). It uses aiomysql's packet helpers, which are
-    private: the version range is pinned in ``pyproject.toml`` and a test proves the effect.
+    private (``plugin.tools._compat``): the version range is pinned in ``pyproject.toml``, a
+    canary watches the helpers and a test proves the effect.
     """
-    await conn._execute_command(COMMAND.COM_SET_OPTION, MULTI_STATEMENTS_OFF)
-    packet = await conn._read_packet()  # an ERR packet raises here
+    await send_command(conn, COMMAND.COM_SET_OPTION, MULTI_STATEMENTS_OFF)
+    packet = await read_packet(conn)  # an ERR packet raises here
     if not (packet.is_eof_packet() or packet.is_ok_packet()):
         raise ConnectionError("unexpected answer to COM_SET_OPTION")
