@@ -34,7 +34,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+import httpx
+
 __all__ = [
+    "AnswerTooLarge",
     "BudgetStop",
     "CollectionStopped",
     "ConfigError",
@@ -130,3 +133,11 @@ class CollectionStopped(RunStop):
 
     def __init__(self, reason: StopReason) -> None:
         super().__init__(reason, "tool requested after STOP_REQUIRED")
+
+
+class AnswerTooLarge(RunError, httpx.TransportError):
+    """An answer's (decoded) body is larger than the client's cap."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"answer larger than {limit} bytes")

@@ -28,18 +28,12 @@ from typing import Any
 
 import httpx
 
+from plugin.errors import AnswerTooLarge
+
 __all__ = ["OFFERED_ENCODINGS", "AnswerTooLarge", "BoundedAsyncClient", "bounded_client"]
 
 OFFERED_ENCODINGS = "gzip, deflate"
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-
-
-class AnswerTooLarge(httpx.TransportError):
-    """An answer's (decoded) body is larger than the client's cap."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        super().__init__(f"answer larger than {limit} bytes")
 
 
 def _zlib_header(data: bytes) -> bool:

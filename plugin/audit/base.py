@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from plugin.audit.errors import AuditWriteError
+
 __all__ = ["AuditSink", "AuditWriteError"]
 
 
@@ -24,9 +26,3 @@ class AuditSink(Protocol):
     async def aclose(self) -> None: ...
 
 
-class AuditWriteError(Exception):
-    """One record was not written; ``reason`` is a short operator-facing explanation."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason

@@ -19,7 +19,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from plugin.audit.base import AuditWriteError
+from plugin.audit.errors import MysqlAuditFailure
 from plugin.audit.record import (
     MAX_RUN_ID_CHARS,
     MAX_SESSION_ID_CHARS,
@@ -70,12 +70,6 @@ _MEANINGS = {
 }
 _CONNECTING = "connecting to MySQL (TCP connect, server greeting, login)"
 _INSERTING = "inserting into diag_audit (waiting for table locks)"
-
-
-class _MysqlFailure(AuditWriteError):
-    def __init__(self, reason: str, code: int | None) -> None:
-        super().__init__(reason)
-        self.code = code
 
 
 class MysqlAuditSink:
@@ -132,7 +126,7 @@ class MysqlAuditSink:
         self.phase = _INSERTING
         try:
             await self._execute(conn, _INSERT, row)
-        except _MysqlFailure as failure:
+        except MysqlAuditFailure as failure:
             if failure.code != _NO_SUCH_TABLE:
                 raise
             self.phase = "creating the missing diag_audit table"
@@ -148,7 +142,7 @@ class MysqlAuditSink:
         except Exception as exc:
             raise self._failure(exc) from None
 
-    def _failure(self, exc: Exception) -> _MysqlFailure:
+    def _failure(self, exc: Exception) -> MysqlAuditFailure:
         """The reason, without the raw response beyond a bounded message, never the password."""
         code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
         message = str(exc.args[1]) if len(exc.args) > 1 else ""
@@ -157,7 +151,7 @@ class MysqlAuditSink:
         meaning = _MEANINGS.get(code or 0) or safe_text(message, 160) or type(exc).__name__
         where = f"{self._dsn.host}:{self._dsn.port}/{self._dsn.database}"
         label = f"MySQL error {code}" if code is not None else type(exc).__name__
-        return _MysqlFailure(f"{label}: {meaning}, while {self.phase} at {where}", code)
+        return MysqlAuditFailure(f"{label}: {meaning}, while {self.phase} at {where}", code)
 
 
 def _row(record: dict[str, Any]) -> tuple[str, str, str, str, datetime, str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from plugin.errors import OperatorError
 
-__all__ = ["ReplayError"]
+__all__ = ["EvalDatabaseError", "EvalUsageError", "ReplayError", "SetupError"]
 
 
 class ReplayError(OperatorError):
@@ -16,3 +16,15 @@ class ReplayError(OperatorError):
     def __init__(self, code: str, message: str) -> None:
         self.code = code
         super().__init__(message)
+
+
+class EvalUsageError(OperatorError):
+    """Bad arguments: a path that does not exist, no case found, a malformed admin DSN."""
+
+
+class EvalDatabaseError(OperatorError):
+    """The throwaway database could not be prepared (a stable, credential-free reason)."""
+
+
+class SetupError(OperatorError):
+    """A failure worth one clear line to the operator."""

@@ -28,6 +28,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import pymysql
 
+from plugin.commands.errors import SetupError
 from plugin.resources import BUNDLED_MYSQL
 
 __all__ = ["READ_ONLY_TABLES", "SetupError", "main", "setup"]
@@ -38,10 +39,6 @@ _DATA_DIR: Path = BUNDLED_MYSQL
 # The documented default allowlist: every business table but the credentials table.
 READ_ONLY_TABLES = ("orders", "payments", "deployments", "db_pool_metrics")
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_]{1,32}$")
-
-
-class SetupError(Exception):
-    """A failure worth one clear line to the operator."""
 
 
 def _load_seed() -> ModuleType:

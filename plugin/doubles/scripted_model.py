@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Self
 
 from aiohttp import web
 
+from plugin.doubles.errors import ModelScriptError, UnconsumedModelSteps, UnexpectedModelCall
 from plugin.doubles.loopback import LoopbackServer
 
 __all__ = [
@@ -37,27 +38,6 @@ __all__ = [
     "completion_body",
     "load_cassette",
 ]
-
-
-class ModelScriptError(AssertionError):
-    """The model script and the run disagree (see the module docstring)."""
-
-
-class UnexpectedModelCall(ModelScriptError):
-    """The run asked the model more often than the script has steps."""
-
-    def __init__(self, extra: int) -> None:
-        super().__init__(f"model server got {extra} unexpected extra request(s)")
-        self.extra = extra
-
-
-class UnconsumedModelSteps(ModelScriptError):
-    """The run ended before it asked for every scripted step."""
-
-    def __init__(self, steps: int, requested: int) -> None:
-        super().__init__(f"model server script has {steps} steps, but {requested} were requested")
-        self.steps = steps
-        self.requested = requested
 
 
 @dataclass(frozen=True, slots=True)

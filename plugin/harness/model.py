@@ -47,6 +47,7 @@ from llama_index.llms.openai import OpenAI
 from plugin.contract.draft import draft_strict_schema
 from plugin.harness._compat import base_prepare_chat_with_tools
 from plugin.harness.context import RunContext
+from plugin.harness.errors import OversizedResponse
 from plugin.harness.state import ModelRound, RoundOutcome
 from plugin.http_bounds import bounded_client
 
@@ -76,17 +77,6 @@ _ANSWER_PER_DRAFT_BYTE = 8  # a \uXXXX escape is 6 bytes for one character, plus
 
 # Without reported usage, tokens are estimated from bytes (about 4 bytes a token, rounded up).
 _BYTES_PER_TOKEN = 4
-
-
-class OversizedResponse(Exception):
-    """A model response's text exceeds the Draft byte limit; it never enters the agent loop.
-
-    ``final`` is True when the response was the final text (then it is an oversized Draft).
-    """
-
-    def __init__(self, *, final: bool) -> None:
-        self.final = final
-        super().__init__("OVERSIZED")
 
 
 class DiagnosisLLM(OpenAI):

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
+from plugin.commands.errors import EvalUsageError
 from plugin.contract.request import PreviousTurn
 
 __all__ = [
@@ -27,10 +28,6 @@ __all__ = [
 CASE_FILE = "case.json"
 DEFAULT_CASSETTE = "cassette.json"
 MYSQL_FILE = "mysql.sql"
-
-
-class EvalUsageError(Exception):
-    """Bad arguments: a path that does not exist, no case found, a malformed admin DSN."""
 
 
 class _Strict(BaseModel):

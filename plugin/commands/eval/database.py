@@ -12,21 +12,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+from plugin.commands.errors import EvalDatabaseError
 from plugin.commands.eval.cases import EvalUsageError
 
 __all__ = [
     "AdminDsn",
-    "DatabaseError",
+    "EvalDatabaseError",
     "ThrowawayDatabase",
     "sql_statements",
 ]
 
 
 _ADMIN_CONNECT_SECONDS = 5
-
-
-class DatabaseError(Exception):
-    """The throwaway database could not be prepared (a stable, credential-free reason)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +117,7 @@ class ThrowawayDatabase:
         except (pymysql.MySQLError, OSError, UnicodeDecodeError) as exc:
             await self.__aexit__()
             code = exc.args[0] if isinstance(exc, pymysql.MySQLError) and exc.args else ""
-            raise DatabaseError(
+            raise EvalDatabaseError(
                 f"mysql.sql could not be loaded ({type(exc).__name__} {code})".strip()
             ) from None
         return self.dsn

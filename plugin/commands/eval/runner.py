@@ -47,7 +47,7 @@ from plugin.commands.eval.cases import (
     EvalUsageError,
     discover_cases,
 )
-from plugin.commands.eval.database import AdminDsn, DatabaseError, ThrowawayDatabase
+from plugin.commands.eval.database import AdminDsn, EvalDatabaseError, ThrowawayDatabase
 from plugin.commands.eval.report import (
     CRITERIA_SHOWN,
     RunReport,
@@ -145,7 +145,7 @@ class Evaluation:
             return report
         try:
             return await self._with_database(plan, case.spec)
-        except (DatabaseError, InputRejected, ConfigError) as exc:
+        except (EvalDatabaseError, InputRejected, ConfigError) as exc:
             report = plan.new_report("ERROR")
             report.reason = str(exc)
             return report
