@@ -110,6 +110,7 @@ class ServeProcess:
             stderr=asyncio.subprocess.PIPE,
             env=dict(env),
             cwd=cwd,
+            start_new_session=True,  # its own process group: aclose reaps its workers too
         )
         return cls(process)
 
@@ -161,8 +162,13 @@ class ServeProcess:
         return code
 
     async def aclose(self) -> None:
+        """Kill the process and every process it started (``serve --workers`` children hold its
+        stderr: left alive, they would keep the reader waiting for ever)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
         if self.process.returncode is None:
-            self.process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
             await self.process.wait()
         self._reader.cancel()
         with contextlib.suppress(BaseException):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -192,6 +193,8 @@ async def test_alert_and_shortcut_runs_through_the_worker_queue(
             assert await post_signed(port, _envelope(alert)) == 200
             assert await post_signed(port, shortcut, form=True) == 200
             runs = await _audited(tmp_path / "audit", 2)
+            front.send(signal.SIGTERM)  # the front stops its worker; a SIGKILL would orphan it
+            assert await front.wait_exit() == 0
         finally:
             await front.aclose()
     assert sorted(r["trigger"] for r in runs) == ["alert", "shortcut"]
