@@ -98,9 +98,12 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 async def _worker(args: argparse.Namespace) -> int:
-    from plugin.service.ops import restore_signals, stop_on_signals
+    from plugin.service.ops import restore_signals, stop_on_signals, stop_when_orphaned
 
     stop = stop_on_signals()
+    orphaned = None
+    if args.front_pid is not None:
+        orphaned = asyncio.create_task(stop_when_orphaned(args.front_pid, stop))
     from plugin.service.worker import run_worker
 
     try:
@@ -108,6 +111,8 @@ async def _worker(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _error(InputRejection.INVALID_SETTINGS.value, str(exc))
     finally:
+        if orphaned is not None:
+            orphaned.cancel()
         restore_signals()
 
 
@@ -231,6 +236,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(run=_serve)
     worker = commands.add_parser("worker", help="run the diagnoses queued on Redis")
+    # Set by ``serve --workers N`` for its local workers only: they stop when the front dies.
+    worker.add_argument("--front-pid", type=int, default=None, help=argparse.SUPPRESS)
     worker.set_defaults(run=_worker)
     replay = commands.add_parser("replay", help="replay a recorded Slack event envelope")
     replay.add_argument("file")

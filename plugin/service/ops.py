@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from dataclasses import dataclass
 from enum import StrEnum
@@ -93,6 +94,22 @@ def stop_on_signals() -> asyncio.Event:
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
     return stop
+
+
+_ORPHAN_POLL_SECONDS = 1.0
+
+
+async def stop_when_orphaned(front_pid: int, stop: asyncio.Event) -> None:
+    """Set ``stop`` once this process's parent is no longer ``front_pid`` (a local worker of
+    ``serve --workers N`` whose front died, even by SIGKILL, is re-parented): the worker drains
+    its runs and exits instead of taking jobs for a front that is gone."""
+    while not stop.is_set():
+        if os.getppid() != front_pid:
+            _log.warning("front pid %d is gone: draining and stopping", front_pid)
+            stop.set()
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), _ORPHAN_POLL_SECONDS)
 
 
 def restore_signals() -> None:

@@ -381,6 +381,8 @@ class _Front:
             "-m",
             "plugin",
             "worker",
+            "--front-pid",
+            str(os.getpid()),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             env=dict(os.environ),

@@ -384,10 +384,6 @@ async def test_redis_flushed_right_after_an_answer_gives_no_second_answer(
     _no_traceback(front, worker)
 
 
-@pytest.mark.skip(
-    reason="REGRESSION since stop 26's merges: a second worker never takes or claims jobs "
-    "(logs only 'ready'); fix first next stop (issue 19's guarantee; see the closing note)"
-)
 async def test_an_owner_killed_while_its_answer_is_on_its_way_is_not_answered_twice(
     model_server: StartServer, tmp_path: Path
 ) -> None:
@@ -418,10 +414,6 @@ async def test_an_owner_killed_while_its_answer_is_on_its_way_is_not_answered_tw
     _no_traceback(front, claimer)
 
 
-@pytest.mark.skip(
-    reason="REGRESSION since stop 26's merges: a second worker never takes or claims jobs "
-    "(logs only 'ready'); fix first next stop (issue 19's guarantee; see the closing note)"
-)
 async def test_a_slow_slack_while_answering_a_lost_job_never_costs_a_healthy_run(
     model_server: StartServer, tmp_path: Path
 ) -> None:

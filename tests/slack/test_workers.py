@@ -319,6 +319,46 @@ async def test_a_local_worker_that_dies_is_started_again_and_answers_its_lost_jo
     _no_traceback(front)
 
 
+def _gone(pid: int) -> bool:
+    """``pid`` has exited (a zombie no one reaped counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+async def test_local_workers_drain_and_exit_when_their_front_is_killed(
+    model_server: StartServer, tmp_path: Path, admin: Redis
+) -> None:
+    # SIGKILL the front of ``serve --workers 2`` mid-run: its local workers must not live on
+    # taking jobs for a front that is gone (they did, and stole later tests' jobs); the run in
+    # flight is still answered, once, before they exit.
+    model = await model_server([ModelStep(content=draft_json(conclusion=False), delay_seconds=3.0)])
+    thread = "1764300000.000851"
+    async with RecordingSlackApi() as slack:
+        env = _env(tmp_path, slack, model.base_url)
+        front, port = await _front(env, tmp_path, workers=2)
+        started = await front.wait_for_log("started 2 local worker(s): pid")
+        pids = [int(p) for p in started[0].rsplit("pid", 1)[1].split(",")]
+        try:
+            await front.wait_for_log("ready: up to", count=2)
+            assert await post_signed(port, mention_body("EvORPH0001", thread)) == 200
+            await asyncio.wait_for(model.wait_for_requests(1), 30)
+            assert front.process.pid is not None
+            os.kill(front.process.pid, signal.SIGKILL)
+            await _until(lambda: all(_gone(pid) for pid in pids), 30, "the workers gone")
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            await front.aclose()
+    assert [a["thread_ts"] for a in _answers(slack)] == [thread]
+    assert front.stderr.count("is gone: draining and stopping") == 2, front.stderr[-4000:]
+    assert (await admin.xpending(DEFAULT_STREAM, GROUP))["pending"] == 0
+    _no_traceback(front)
+
+
 async def test_sigterm_drains_the_worker(
     model_server: StartServer, tmp_path: Path, admin: Redis
 ) -> None:
