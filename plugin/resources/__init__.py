@@ -1,12 +1,13 @@
 """Data the product ships: prompts, Slack app manifest, demo incident, eval suite, sample event.
 
 In the repository they stay at the top level (``prompts/``, ``examples/incident/``,
-``examples/evals/``, ``examples/slack/``, ``manifest.yaml``); the build maps them into this
-package (``[tool.setuptools.package-dir]`` in pyproject: ``plugin.resources.prompts`` is
-``prompts/``, ``plugin.resources.incident`` is ``examples/incident/``, ``plugin.resources.evals``
-is ``examples/evals/``, ``plugin.resources.slack`` is ``examples/slack/``; ``manifest.yaml`` here
-links to the top-level file), so a wheel, an sdist build and the editable install all find them
-through ``importlib.resources``, never through a path relative to the source tree.
+``examples/evals/``, ``examples/slack/``, ``manifest.yaml``, ``manifest.http.yaml``); the build
+maps them into this package (``[tool.setuptools.package-dir]`` in pyproject:
+``plugin.resources.prompts`` is ``prompts/``, ``plugin.resources.incident`` is
+``examples/incident/``, ``plugin.resources.evals`` is ``examples/evals/``,
+``plugin.resources.slack`` is ``examples/slack/``; the manifests here link to the top-level
+files), so a wheel, an sdist build and the editable install all find them through
+``importlib.resources``, never through a path relative to the source tree.
 ``python -m plugin.resources NAME`` prints where one of them is installed (for shell use:
 ``sre-diag eval --replay "$(python -m plugin.resources evals)"``).
 
@@ -27,6 +28,7 @@ __all__ = [
     "BUNDLED_LOGS",
     "BUNDLED_MYSQL",
     "bundled_evals",
+    "manifest_path",
     "manifest_text",
     "prompt_file",
     "sample_slack_event",
@@ -50,9 +52,18 @@ def prompt_file(name: str) -> Traversable:
     return files(_PROMPTS) / f"{name}.md"
 
 
-def manifest_text() -> str:
-    """The Slack app manifest (``manifest.yaml``) as installed."""
-    return (files(__name__) / "manifest.yaml").read_text(encoding="utf-8")
+def manifest_path(http: bool = False) -> Path:
+    """The Slack app manifest as installed: ``manifest.yaml`` (Socket Mode), or with ``http``
+    ``manifest.http.yaml`` (``serve --http``: request URLs instead of Socket Mode)."""
+    resource = files(__name__) / ("manifest.http.yaml" if http else "manifest.yaml")
+    if isinstance(resource, Path) and resource.is_file():
+        return resource
+    raise RuntimeError(f"the bundled Slack app manifest is not an unpacked file: {resource}")
+
+
+def manifest_text(http: bool = False) -> str:
+    """The text of :func:`manifest_path`."""
+    return manifest_path(http).read_text(encoding="utf-8")
 
 
 BUNDLED_INCIDENT: Path = _on_disk(files(_INCIDENT), "incident")

@@ -2,7 +2,8 @@
 
 Prints one absolute path: ``evals`` (the bundled eval suite), ``slack-event`` (the sample
 Slack event envelope), ``incident`` (the demo incident), ``knowledge`` and ``logs`` (its
-runbooks and log folder), ``mysql`` (its schema and seed). Exit 2 on an unknown name.
+runbooks and log folder), ``mysql`` (its schema and seed), ``manifest`` and ``manifest-http``
+(the Slack app manifests for Socket Mode and for ``serve --http``). Exit 2 on an unknown name.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from plugin.resources import (
     BUNDLED_LOGS,
     BUNDLED_MYSQL,
     bundled_evals,
+    manifest_path,
     sample_slack_event,
 )
 
@@ -29,6 +31,8 @@ PATHS: dict[str, Callable[[], Path]] = {
     "knowledge": lambda: BUNDLED_KNOWLEDGE,
     "logs": lambda: BUNDLED_LOGS,
     "mysql": lambda: BUNDLED_MYSQL,
+    "manifest": manifest_path,
+    "manifest-http": lambda: manifest_path(http=True),
 }
 
 

@@ -188,7 +188,7 @@ def test_the_wheel_carries_every_module_and_the_data(installed: Installed) -> No
         files = {p.relative_to(incident).as_posix() for p in incident.glob(pattern)}
         assert files and {f"plugin/resources/incident/{f}" for f in files} <= names, pattern
     assert "plugin/resources/incident/mysql/seed.py" in names
-    assert "plugin/resources/manifest.yaml" in names
+    assert {"plugin/resources/manifest.yaml", "plugin/resources/manifest.http.yaml"} <= names
     suite = REPO / "examples" / "evals"
     for pattern in ("*/*.json", "*/*.sql", "*/runbooks/*.md", "*/logs/*/*/*.jsonl"):
         files = {p.relative_to(suite).as_posix() for p in suite.glob(pattern)}
@@ -240,7 +240,7 @@ async def test_the_demo_runs_beside_a_host_with_its_own_tools(
 def test_the_sdist_carries_prompts_incident_and_manifest(installed: Installed) -> None:
     with tarfile.open(installed.sdist) as archive:
         members = {m.name.split("/", 1)[1] for m in archive.getmembers() if "/" in m.name}
-    assert "manifest.yaml" in members and "pyproject.toml" in members
+    assert {"manifest.yaml", "manifest.http.yaml", "pyproject.toml"} <= members
     assert "prompts/diagnosis_system.zh.md" in members
     assert "examples/incident/runbooks/db-connection-pool.en.md" in members
     assert "examples/incident/cassettes/with-mysql.json" in members
@@ -263,6 +263,14 @@ def test_the_package_imports_from_the_venv(installed: Installed, empty_dir: Path
         _clean_env(installed.venv),
     )
     assert manifest.startswith("# Slack app manifest")
+    for name, file in (("manifest", "manifest.yaml"), ("manifest-http", "manifest.http.yaml")):
+        shipped = _run(
+            [str(installed.python), "-m", "plugin.resources", name],
+            empty_dir,
+            _clean_env(installed.venv),
+        ).strip()
+        assert Path(shipped).resolve().is_relative_to(installed.venv.resolve()), shipped
+        assert Path(shipped).read_bytes() == (REPO / file).read_bytes(), name
 
 
 async def test_demo_runs_from_an_empty_folder(installed: Installed, empty_dir: Path) -> None:
