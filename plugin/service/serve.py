@@ -323,9 +323,13 @@ async def _run(
     ops: OpsState,
     stop: asyncio.Event,
     connect_timeout_seconds: float,
+    *,
+    runs_here: bool,
 ) -> int:
-    """Warm up, connect, serve until a signal; the exit code."""
-    if not await _until_stopped(warm_up(handle.manager.harness), stop, float("inf")):
+    """Warm up (only where the runs happen: a queueing front runs none), connect, serve until a
+    signal; the exit code."""
+    warming = warm_up(handle.manager.harness) if runs_here else asyncio.sleep(0)
+    if not await _until_stopped(warming, stop, float("inf")):
         return EXIT_OK
     connected = await connector.connect(stop, connect_timeout_seconds)
     if connected is _Connected.TIMED_OUT:
@@ -500,7 +504,10 @@ async def serve(
             await endpoints.start()
             if front is not None:
                 await front.start()
-            return await _run(handle, _Connector(app, handler), ops, stop, connect_timeout_seconds)
+            connector = _Connector(app, handler)
+            return await _run(
+                handle, connector, ops, stop, connect_timeout_seconds, runs_here=front is None
+            )
         finally:
             await _shutdown(handle, settings, ops, handler)
             if front is not None:

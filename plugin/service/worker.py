@@ -112,7 +112,7 @@ class Worker:
         """Take jobs until ``stop``; then drain and close. The exit code."""
         heartbeat: asyncio.Task[None] | None = None
         try:
-            if not await self._ready(stop):
+            if not await self._ready(stop) or not await self._warm(stop):
                 return EXIT_OK
             _log.info(
                 "worker %s ready: up to %d run(s) at a time, lost jobs claimed after %g s",
@@ -164,6 +164,25 @@ class Worker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), _RETRY_SECONDS)
         return False
+
+    async def _warm(self, stop: asyncio.Event) -> bool:
+        """Load the framework's lazy parts and the runbook index before the first job (off the
+        loop: a first run would otherwise stall the heartbeats of the others for seconds);
+        False when stopped first. A failure here is logged: the runs report it themselves."""
+        from plugin.wiring import warm_up
+
+        warming = asyncio.create_task(warm_up(self.manager.harness), name="diag-worker-warm-up")
+        stopped = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({warming, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        if not warming.done():
+            await stop_task(warming)
+            return False
+        if (exc := warming.exception()) is not None:
+            _log.error("warm-up failed: %s", type(exc).__name__)
+        return True
 
     async def _take(self, stop: asyncio.Event) -> None:
         block_ms = int(_READ_BLOCK_SECONDS * 1000)
