@@ -101,7 +101,10 @@ def parse_asked_at(text: str) -> datetime:
     moment = datetime.fromisoformat(text.strip())
     if moment.tzinfo is None:
         raise ValueError("asked_at needs a time zone (Z or +hh:mm)")
-    moment.astimezone(UTC)  # out-of-range after conversion raises here, not in a run
+    try:
+        moment.astimezone(UTC)  # out-of-range after conversion fails here, not in a run
+    except OverflowError as exc:
+        raise ValueError("asked_at is out of range in UTC") from exc
     return moment
 
 
