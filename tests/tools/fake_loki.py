@@ -19,6 +19,7 @@ import json
 import random
 import socket
 import struct
+import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -123,6 +124,9 @@ class FakeLoki:
     """Seconds to wait before answering (headers included)."""
     body_bytes_sent: int = 0
     connections: int = 0
+    connection_seconds: list[float] = field(default_factory=list)
+    """Per ended connection, its lifetime from accept to close (bounds measured at the peer,
+    not including a client process's start)."""
     _writes: int = 0
 
     def answer(self, path: str, query: dict[str, str]) -> Reply:
@@ -150,6 +154,7 @@ class FakeLoki:
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One connection: requests answered in turn until either side closes."""
         self.connections += 1
+        accepted = time.monotonic()
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -159,6 +164,7 @@ class FakeLoki:
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
         finally:
+            self.connection_seconds.append(time.monotonic() - accepted)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 
+from plugin.http_bounds import AnswerTooLarge, bounded_client
 from plugin.tools.base import ProbeReport
 from plugin.tools.errors import LokiAnswerTooLarge
 from plugin.tools.plain import clean_entry
@@ -73,21 +74,18 @@ def _log_folder(folder: Path) -> ProbeReport:
 
 async def _get_capped(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
     """Status and the whole decoded body (chunked, gzip, deflate) of one GET, at most
-    :data:`LOKI_BODY_BYTES`; ONE bound over connecting, the headers and every byte of the body
-    (httpx's own timeouts are per read, so a trickle would never end)."""
-    async with (
-        asyncio.timeout(CONNECT_SECONDS),
-        httpx.AsyncClient(timeout=CONNECT_SECONDS, headers=headers) as client,
-        client.stream("GET", url) as response,
-    ):
-        if response.status_code != 200:
-            return response.status_code, b""
-        body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > LOKI_BODY_BYTES:
-                raise LokiAnswerTooLarge
-        return 200, bytes(body)
+    :data:`LOKI_BODY_BYTES` decoded (inflated with a bounded output: one compressed chunk can
+    never expand past the cap first); ONE bound over connecting, the headers and every byte of
+    the body (``plugin.http_bounds``; httpx's own timeouts are per read, a trickle never ends)."""
+    async with bounded_client(
+        max_bytes=LOKI_BODY_BYTES, total_seconds=CONNECT_SECONDS, timeout=CONNECT_SECONDS,
+        headers=headers,
+    ) as client:  # fmt: skip
+        try:
+            response = await client.get(url)
+        except AnswerTooLarge:
+            raise LokiAnswerTooLarge from None
+        return response.status_code, response.content if response.status_code == 200 else b""
 
 
 def _label_values(body: bytes) -> list[str] | None:
