@@ -252,25 +252,43 @@ def _title_of(text: str, stem: str) -> str:
     return stem
 
 
-def _split_sections(rel: str, text: str) -> list[Section]:
+def heading_chains(rel: str, text: str) -> Iterator[tuple[str, str | None, str]]:
+    """Each part of a runbook in page order: its stored heading chain, its own heading line's
+    text (``None`` for text before the first heading) and its body."""
     title = _title_of(text, Path(rel).stem)
     parser = MarkdownNodeParser(header_path_separator=_PATH_SEPARATOR)
-    sections = []
     for node in parser.get_nodes_from_documents([Document(text=text)]):
         content = node.get_content()
         first, _, rest = content.partition("\n")
+        own: str | None = None
         if first.startswith("#") and first.lstrip("#")[:1].isspace():
             parents = [p for p in node.metadata["header_path"].split(_PATH_SEPARATOR) if p]
-            path = [*parents, first.lstrip("#").strip()]
+            own = first.lstrip("#").strip()
+            path = [*parents, own]
             body = rest.strip()
         else:
             path, body = [], content.strip()
         if path and path[0] == title and len(path) > 1:
             path = path[1:]
-        heading = (HEADING_SEPARATOR.join(path) or title)[:STORED_LABEL_CHARS]
-        if body:
-            sections.append(Section(title=title, heading=heading, path=rel, body=body))
-    return sections
+        yield (HEADING_SEPARATOR.join(path) or title)[:STORED_LABEL_CHARS], own, body
+
+
+def read_runbook(folder: Path, rel: str) -> str | None:
+    """The text of one served runbook of ``folder`` (the same checks as indexing), or None."""
+    try:
+        raw = _read_served(folder.resolve(strict=True), rel)
+    except (OSError, RuntimeError):
+        return None
+    return _text_of(raw) if raw is not None else None
+
+
+def _split_sections(rel: str, text: str) -> list[Section]:
+    title = _title_of(text, Path(rel).stem)
+    return [
+        Section(title=title, heading=heading, path=rel, body=body)
+        for heading, _, body in heading_chains(rel, text)
+        if body
+    ]
 
 
 def _read_served(root: Path, rel: str) -> bytes | None:

@@ -12,7 +12,9 @@ Grafana Explore is opened with the ``panes`` parameter (Grafana 10 and later): o
 datasource is ``DIAG_GRAFANA_LOKI_UID``, one query (``expr``: the LogQL) and the window as epoch
 milliseconds. Anchors are GitHub's: the heading lower-cased, every character that is not a
 letter, a digit, a mark, a space, ``-`` or ``_`` dropped, spaces as ``-`` (CJK kept, then
-percent-encoded); a heading repeated in one page gets no ``-1`` suffix here.
+percent-encoded); a heading repeated in one page gets GitHub's ``-1``, ``-2``… suffix, read
+from the runbook itself (``DIAG_KNOWLEDGE_DIR``, the same checks as indexing) so the section
+whose heading chain the knowledge adapter returned links to its own occurrence.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from urllib.parse import quote
 from pydantic import ValidationError
 
 from plugin.settings import Settings
-from plugin.tools.knowledge import HEADING_SEPARATOR
+from plugin.tools.knowledge import HEADING_SEPARATOR, heading_chains, read_runbook
 from plugin.tools.logs import build_logql
 from plugin.tools.schemas import LogsInput
 
@@ -39,6 +41,7 @@ __all__ = [
     "LinkMaker",
     "explore_url",
     "github_anchor",
+    "page_anchors",
     "runbook_link",
 ]
 
@@ -98,18 +101,40 @@ def github_anchor(heading: str) -> str:
     return "".join(kept).replace(" ", "-")
 
 
+def page_anchors(rel: str, text: str) -> dict[str, str]:
+    """The anchor of each heading chain of one runbook, as GitHub numbers repeated headings
+    (``mitigation``, ``mitigation-1``…; a chain seen twice keeps its first occurrence)."""
+    seen: dict[str, int] = {}
+    anchors: dict[str, str] = {}
+    for chain, own, _ in heading_chains(rel, text):
+        if own is None:
+            continue
+        base = slug = github_anchor(own)
+        while slug in seen:
+            seen[base] += 1
+            slug = f"{base}-{seen[base]}"
+        seen[slug] = 0
+        anchors.setdefault(chain, slug)
+    return anchors
+
+
 def _safe_path(path: str) -> bool:
     parts = path.split("/")
     return bool(path) and not path.startswith("/") and ".." not in parts and "" not in parts
 
 
-def runbook_link(template: str, path: str, heading: str) -> str | None:
-    """The page of a runbook section (``{path}``) at its heading (``{anchor}``); None for a
-    path that is not a plain relative one. A heading cut for display links to the page."""
+def runbook_link(
+    template: str, path: str, heading: str, anchors: Mapping[str, str] | None = None
+) -> str | None:
+    """The page of a runbook section (``{path}``) at its heading (``{anchor}``: from
+    ``anchors``, the page's :func:`page_anchors`, when it knows the chain); None for a path
+    that is not a plain relative one. A heading cut for display links to the page."""
     if not _safe_path(path) or "\\" in path:
         return None
     own = heading.split(HEADING_SEPARATOR)[-1]
-    anchor = "" if own.endswith(_CUT) else quote(github_anchor(own), safe="")
+    known = (anchors or {}).get(heading)
+    slug = known if known is not None else github_anchor(own)
+    anchor = "" if own.endswith(_CUT) else quote(slug, safe="")
     url = template.replace("{path}", quote(path, safe="/")).replace("{anchor}", anchor)
     return url.removesuffix("#") if not anchor else url
 
@@ -127,6 +152,7 @@ class LinkMaker:
         self.label = settings.loki_service_label
         self.line_format = settings.loki_line_format
         self.runbook = settings.runbook_url
+        self.knowledge_dir = settings.knowledge_dir
 
     @property
     def enabled(self) -> bool:
@@ -161,16 +187,26 @@ class LinkMaker:
         if self.runbook is None or not isinstance(items, list):
             return []
         links: list[Link] = []
+        pages: dict[str, dict[str, str]] = {}
         for item in items:
             if not isinstance(item, dict) or len(links) >= _LINKS_PER_CHECK:
                 continue
             path, heading = item.get("path"), item.get("heading")
             if not isinstance(path, str) or not isinstance(heading, str):
                 continue
-            url = runbook_link(self.runbook, path, heading)
+            if path not in pages:
+                pages[path] = self._anchors(path)
+            url = runbook_link(self.runbook, path, heading, pages[path])
             if url is not None and safe_url(url) and all(url != link.url for link in links):
                 links.append(Link(f"{path} › {heading}", url))
         return links
+
+
+    def _anchors(self, path: str) -> dict[str, str]:
+        if self.knowledge_dir is None or not _safe_path(path) or "\\" in path:
+            return {}
+        text = read_runbook(self.knowledge_dir, path)
+        return page_anchors(path, text) if text is not None else {}
 
 
 def dump_links(links: Mapping[str, Sequence[Link]]) -> dict[str, list[dict[str, str]]]:

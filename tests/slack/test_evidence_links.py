@@ -153,3 +153,70 @@ async def test_the_evidence_view_links_to_grafana_and_the_runbook(
     )
     assert unquote(urlsplit(runbooks[0]).fragment) == "步骤-0"
     assert unquote(urlsplit(runbooks[0]).path) == "/runbooks/payment-api.zh.md"
+
+
+_REPEATED = """# Payment API
+
+Intro.
+
+## Checkout 5xx
+
+Look at the pool.
+
+### Mitigation
+
+Restart checkout.
+
+## Refund 5xx
+
+### Mitigation
+
+Restart refunds.
+
+```
+## Mitigation
+```
+
+## Mitigation
+
+Page the DBA.
+
+## Mitigation-1
+
+A heading whose own slug was taken by a repeat.
+"""
+
+
+async def test_a_repeated_heading_links_to_its_own_occurrence(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    """GitHub numbers a repeated heading (``mitigation``, ``mitigation-1``…, a fenced line is no
+    heading): each section the knowledge index returns links to its own occurrence."""
+    from plugin.tools.knowledge import iter_sections
+
+    model = await model_server([])
+    runbooks = tmp_path / "runbooks"
+    (runbooks / "pay").mkdir(parents=True)
+    (runbooks / "pay" / "api.md").write_text(_REPEATED, encoding="utf-8")
+    (tmp_path / "elsewhere.md").write_text(_REPEATED, encoding="utf-8")
+    (runbooks / "outside.md").symlink_to(tmp_path / "elsewhere.md")  # not served: not read
+    maker = _maker(tmp_path, model, **LINK_ENV, DIAG_KNOWLEDGE_DIR=str(runbooks))
+    found = {}
+    for section in iter_sections(runbooks):
+        items = {"items": [{"path": section.path, "heading": section.heading}]}
+        [link] = maker.of("lookup_knowledge", None, items)
+        found[section.heading] = unquote(urlsplit(link.url).fragment)
+    assert found == {
+        "Payment API": "payment-api",
+        "Checkout 5xx": "checkout-5xx",
+        "Checkout 5xx > Mitigation": "mitigation",
+        "Refund 5xx > Mitigation": "mitigation-1",
+        "Mitigation": "mitigation-2",
+        "Mitigation-1": "mitigation-1-1",
+    }
+    symlinked = {"items": [{"path": "outside.md", "heading": "Refund 5xx > Mitigation"}]}
+    [plain] = maker.of("lookup_knowledge", None, symlinked)
+    assert plain.url.endswith("outside.md#mitigation")  # the file is not read: GitHub's base slug
+    unknown = {"items": [{"path": "pay/api.md", "heading": "Gone > Mitigation"}]}
+    [fallback] = maker.of("lookup_knowledge", None, unknown)
+    assert fallback.url.endswith("pay/api.md#mitigation")
