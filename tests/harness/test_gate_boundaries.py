@@ -47,7 +47,9 @@ def test_a_well_formed_mention_in_an_admin_channel_is_admitted() -> None:
     assert _gate(_event(subtype="thread_broadcast")) is None
 
 
-@pytest.mark.parametrize(("retry", "admitted"), [("0", True), ("1", False), ("2", False)])
+@pytest.mark.parametrize(
+    ("retry", "admitted"), [("0", True), ("1", False), ("2", False), ("-1", True)]
+)
 def test_a_slack_retry_is_ignored_from_the_first_retry_on(retry: str, admitted: bool) -> None:
     reason = _gate(_event(), {"x-slack-retry-num": [retry]})
     assert reason is (None if admitted else IgnoreReason.SLACK_RETRY)
@@ -209,6 +211,10 @@ def test_the_bot_id_is_checked_before_use(bot: str, removed: bool) -> None:
         ("x <@UB> y <@UB> z", "x y z"),
         ("x <@UB>y <@UB>z", "xyz"),
         ("x\n<@UB>y\n<@UB>z", "x\ny\nz"),
+        ("a\t<@UB> b", "a b"),  # a tab is a space before it, only a line break stays
+        ("x" * 300 + "\n<@UB>", "x" * 300),  # at the end of a long text (not a cached int)
+        ("a\n<@UB> x <@UB><@UB>\tb", "a\nx\tb"),  # glued to the one before, not at a line start
+        ("a\n<@UB> <@UB> <@UB>\tb", "a\nb"),  # each goes with its separator after a line break
         ("<@UB|diag> why", "why"),
         ("<@UB|> why", "why"),
         ("<@UB|a|b> why", "why"),
