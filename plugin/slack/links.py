@@ -120,7 +120,8 @@ def page_anchors(rel: str, text: str) -> dict[str, str]:
 
 def _safe_path(path: str) -> bool:
     parts = path.split("/")
-    return bool(path) and not path.startswith("/") and ".." not in parts and "" not in parts
+    plain = not path.startswith("/") and "\\" not in path
+    return bool(path) and plain and ".." not in parts and "" not in parts
 
 
 def runbook_link(
@@ -129,7 +130,7 @@ def runbook_link(
     """The page of a runbook section (``{path}``) at its heading (``{anchor}``: from
     ``anchors``, the page's :func:`page_anchors`, when it knows the chain); None for a path
     that is not a plain relative one. A heading cut for display links to the page."""
-    if not _safe_path(path) or "\\" in path:
+    if not _safe_path(path):
         return None
     own = heading.split(HEADING_SEPARATOR)[-1]
     known = (anchors or {}).get(heading)
@@ -201,9 +202,8 @@ class LinkMaker:
                 links.append(Link(f"{path} › {heading}", url))
         return links
 
-
     def _anchors(self, path: str) -> dict[str, str]:
-        if self.knowledge_dir is None or not _safe_path(path) or "\\" in path:
+        if self.knowledge_dir is None or not _safe_path(path):
             return {}
         text = read_runbook(self.knowledge_dir, path)
         return page_anchors(path, text) if text is not None else {}
