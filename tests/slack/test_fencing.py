@@ -384,20 +384,19 @@ async def test_redis_flushed_right_after_an_answer_gives_no_second_answer(
     _no_traceback(front, worker)
 
 
-@pytest.mark.skip(
-    reason="KNOWN FAILURE on this machine since stop 28 (fails alone, quiet, also at 5c43e32 which"
-    " passed stop 27 CI): the claimer never logs it found the answer within 90 s; to fix first"
-)
 async def test_an_owner_killed_while_its_answer_is_on_its_way_is_not_answered_twice(
     model_server: StartServer, tmp_path: Path
 ) -> None:
     # The owner's answer is in the thread but Slack's reply to it is slow, and the owner is
     # SIGKILLed before it could mark the answer posted. A claimer waits out the grace period
     # (60 s), takes the run over, reads the thread, finds the answer: no WORKER_LOST.
-    model = await model_server([ModelStep(content=draft_json(conclusion=False))])
+    # The model answers late enough for the claimer to be up before the answer is posted, and
+    # Slack's reply is late enough for the kill to come first on a loaded machine (with both
+    # short, the owner could mark its answer posted before the kill: nothing left to claim).
+    model = await model_server([ModelStep(content=draft_json(conclusion=False), delay_seconds=8.0)])
     thread = "1764300000.001701"
     async with own_redis(tmp_path) as redis, RecordingSlackApi() as slack:
-        slack.delay("chat.postMessage", 3.0, match=lambda p: bool(p.get("metadata")))
+        slack.delay("chat.postMessage", 20.0, match=lambda p: bool(p.get("metadata")))
         env = _env(tmp_path, slack, model.base_url, redis)
         front, port = await _front(env, tmp_path)
         owner = await _worker(env, tmp_path)
@@ -405,6 +404,9 @@ async def test_an_owner_killed_while_its_answer_is_on_its_way_is_not_answered_tw
             assert await post_signed(port, mention_body("EvKPST0001", thread)) == 200
             await owner.wait_for_log("taken by")
             claimer = await _worker(env, tmp_path)
+            assert not _answers(slack, thread), (
+                "premise: the claimer is up before the answer is posted"
+            )
             await _until(lambda: len(_answers(slack, thread)) == 1, 30, "the answer posted")
             owner.send(signal.SIGKILL)
             await claimer.wait_for_log("had posted its answer; not again", within=90)
