@@ -7,9 +7,22 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 import pytest
 
 from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer
-from tests.mysql_db import mysql_ro_dsn
+from tests.mysql_db import MARIADB, drop_run_objects, mysql_ro_dsn
 
 __all__ = ["StartServer", "model_server", "mysql_ro_dsn"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses this run's business database runs in the MariaDB group (xdist)."""
+    for item in items:
+        if "mysql_ro_dsn" in getattr(item, "fixturenames", ()):
+            item.add_marker(MARIADB)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the run itself, not one xdist worker
+        drop_run_objects()
+
 
 StartServer = Callable[[Sequence[ModelStep]], Awaitable[ScriptedModelServer]]
 

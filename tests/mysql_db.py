@@ -1,9 +1,10 @@
 """Real-MariaDB fixture for the ``query_mysql`` and CLI tests (no mocks).
 
-The session fixture runs ``scripts/setup_mysql.py`` into the database ``diag_test`` with the
-read-only account ``diag_test_ro``. The admin DSN comes from ``DIAG_TEST_MYSQL_ADMIN_DSN``
-(default ``mysql://root@127.0.0.1:3306``). An unreachable server FAILS the tests on purpose: a
-skipped security suite is indistinguishable from a passing one in CI.
+The session fixture runs ``scripts/setup_mysql.py`` into the database ``diag_test_<RUN>`` with
+the read-only account ``diag_test_ro_<RUN>`` (this run's own names; see ``RUN``). The admin DSN
+comes from ``DIAG_TEST_MYSQL_ADMIN_DSN`` (default ``mysql://root@127.0.0.1:3306``). An
+unreachable server FAILS the tests on purpose: a skipped security suite is indistinguishable
+from a passing one in CI.
 """
 
 from __future__ import annotations
@@ -11,14 +12,33 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
+import pymysql
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-TEST_DATABASE = "diag_test"
-TEST_RO_USER = "diag_test_ro"
+RUN = os.environ.setdefault("DIAG_TEST_RUN", uuid.uuid4().hex[:6])
+"""This pytest run's token (its xdist workers inherit it from the environment): every database,
+account, role and lock name a test creates on the shared server carries it, so two checkouts
+never touch each other's. Within one run, the tests that use MariaDB share one xdist group."""
+
+
+def run_name(base: str) -> str:
+    """``base`` made this run's own (``diag_test`` → ``diag_test_3fa9c1``)."""
+    return f"{base}_{RUN}"
+
+
+MARIADB = pytest.mark.xdist_group("mariadb")
+"""The mark of every test module that touches the shared MariaDB server (``pytestmark =
+MARIADB``; tests using ``mysql_ro_dsn`` get it from the root conftest too): under xdist they all
+run on one worker, one after another, as some change server-wide state for a moment (a grant to
+PUBLIC, SET GLOBAL) and all share this run's ``diag_test_<RUN>``."""
+
+TEST_DATABASE = run_name("diag_test")
+TEST_RO_USER = run_name("diag_test_ro")
 TEST_RO_PASSWORD = "diag-test-ro-Pw1"
 ADMIN_DSN = os.environ.get("DIAG_TEST_MYSQL_ADMIN_DSN", "mysql://root@127.0.0.1:3306")
 
@@ -31,7 +51,7 @@ def admin_dsn_for(database: str) -> str:
 
 @pytest.fixture(scope="session")
 def mysql_ro_dsn() -> str:
-    """Build ``diag_test`` once per session and return the read-only account's DSN."""
+    """Build ``diag_test_<RUN>`` once per session and return the read-only account's DSN."""
     completed = subprocess.run(
         [
             sys.executable,
@@ -57,3 +77,27 @@ def mysql_ro_dsn() -> str:
             pytrace=False,
         )
     return completed.stdout.strip()
+
+
+def drop_run_objects() -> None:
+    """Drop every database, account and role this run created (their names end in ``_<RUN>``);
+    called once when the run ends (by the xdist controller, not by each worker)."""
+    parts = urlsplit(ADMIN_DSN)
+    try:
+        connection = pymysql.connect(
+            host=parts.hostname, port=parts.port or 3306, user=unquote(parts.username or "root"),
+            password=unquote(parts.password or ""), autocommit=True, connect_timeout=5,
+        )  # fmt: skip
+    except pymysql.MySQLError:
+        return  # no server: the tests that needed it failed already
+    pattern = f"%\\_{RUN}"
+    with connection, connection.cursor() as cur:
+        cur.execute("SHOW DATABASES LIKE %s", (pattern,))
+        for (name,) in cur.fetchall():
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        cur.execute("SELECT user, host, is_role FROM mysql.user WHERE user LIKE %s", (pattern,))
+        for user, host, is_role in cur.fetchall():
+            if is_role == "Y":
+                cur.execute(f"DROP ROLE IF EXISTS `{user}`")
+            else:
+                cur.execute(f"DROP USER IF EXISTS `{user}`@`{host}`")

@@ -1,8 +1,8 @@
 """``python -m plugin check`` as a process, against healthy and broken configurations.
 
 Every backend is real or a process-boundary double: runbook and log folders on disk, a real
-MariaDB (own database and accounts, prefixed ``diag_test_check_``), the machine's Redis, the
-recording Slack API (its failure knob refuses ``auth.test``), the scripted model server. Each
+MariaDB (own database and accounts, ``diag_test_check_*_<RUN>``), this process's own Redis,
+the recording Slack API (its failure knob refuses ``auth.test``), the scripted model server. Each
 broken part must be named, with its reason, and no credential may reach stdout or stderr.
 """
 
@@ -27,13 +27,16 @@ from plugin.audit.mysql import AUDIT_TABLE
 from plugin.doubles.recording_slack import RecordedCall, RecordingSlackApi
 from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
 from tests.conftest import StartServer
-from tests.mysql_db import ADMIN_DSN
+from tests.mysql_db import ADMIN_DSN, MARIADB, run_name
+from tests.slack.support import redis_url
+
+pytestmark = MARIADB
 
 REPO = Path(__file__).resolve().parents[2]
-DATABASE = "diag_test_check_db"
-RO_USER, RO_PASSWORD = "diag_test_check_ro", "ro-CANARY-pw-5831"
-RW_USER, RW_PASSWORD = "diag_test_check_rw", "rw-CANARY-pw-7712"
-AUDIT_USER, AUDIT_PASSWORD = "diag_test_check_audit", "audit-CANARY-pw-2291"
+DATABASE = run_name("diag_test_check_db")
+RO_USER, RO_PASSWORD = run_name("diag_test_check_ro"), "ro-CANARY-pw-5831"
+RW_USER, RW_PASSWORD = run_name("diag_test_check_rw"), "rw-CANARY-pw-7712"
+AUDIT_USER, AUDIT_PASSWORD = run_name("diag_test_check_audit"), "audit-CANARY-pw-2291"
 BOT_TOKEN = "xoxb-CANARY-bot-token-4410"
 ADMIN = "CCHECK0001"
 OTHER = "CCHECK0002"
@@ -185,7 +188,7 @@ async def test_healthy_configuration_every_part_ok(tmp_path: Path, mysql_account
             DIAG_KNOWLEDGE_DIR=str(runbooks(tmp_path)),
             DIAG_LOGS_SOURCE=str(logs(tmp_path)),
             DIAG_MYSQL_DSN=dsn(RO_USER, RO_PASSWORD),
-            DIAG_REDIS_URL="redis://127.0.0.1:6379/0",
+            DIAG_REDIS_URL=redis_url(),
             SLACK_BOT_TOKEN=BOT_TOKEN,
             DIAG_SLACK_API_URL=slack.base_url,
             DIAG_ADMIN_CHANNELS=ADMIN,

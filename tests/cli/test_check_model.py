@@ -34,6 +34,7 @@ from tests.cli.capability_model import (
     run_check_model,
 )
 from tests.cli.test_check import closed_port
+from tests.slack.support import redis_url
 
 KEY = "sk-CANARY-model-key-6620"
 MODEL = "probe-model-x"
@@ -486,7 +487,7 @@ async def test_every_part_and_the_model_at_once_with_slow_imports(
         tmp_path, server, "--json",
         PYTHONPATH=f"{site}{os.pathsep}{REPO}",
         DIAG_KNOWLEDGE_DIR=str(runbooks), DIAG_LOGS_SOURCE=str(tmp_path / "logs"),
-        DIAG_REDIS_URL="redis://127.0.0.1:6379/0",
+        DIAG_REDIS_URL=redis_url(),
     )  # fmt: skip
     statuses = {c["name"]: (c["status"], c["detail"]) for c in checked.report["checks"]}
     assert {name: status for name, (status, _) in statuses.items()} == {

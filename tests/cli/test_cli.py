@@ -17,6 +17,9 @@ from typing import Any
 from plugin.resources import BUNDLED_KNOWLEDGE, BUNDLED_LOGS
 from tests.conftest import StartServer
 from tests.harness.support import call, draft_json, final_step, tool_step
+from tests.mysql_db import MARIADB
+
+pytestmark = MARIADB
 
 REPO = Path(__file__).resolve().parents[2]
 W = {"start": "2026-11-28T10:00:00Z", "end": "2026-11-28T10:30:00Z"}

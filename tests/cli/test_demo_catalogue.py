@@ -21,6 +21,9 @@ from plugin.commands.demo import replay_demo
 from plugin.contract.prompts import prompt_set
 from plugin.contract.result import Outcome
 from plugin.resources import BUNDLED_CASSETTES
+from tests.mysql_db import MARIADB
+
+pytestmark = MARIADB
 
 ZH = prompt_set("zh")
 

@@ -19,7 +19,9 @@ import pymysql
 
 from plugin.doubles.scripted_model import load_cassette
 from tests.conftest import StartServer
-from tests.mysql_db import ADMIN_DSN
+from tests.mysql_db import ADMIN_DSN, MARIADB
+
+pytestmark = MARIADB
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = REPO / "examples" / "evals"
@@ -104,15 +106,16 @@ async def test_bundled_suite_replays_with_the_expected_passes_and_fails(tmp_path
     fenced = runs["pool-exhaustion:fail-invalid-draft"]
     assert fenced["outcome"] == "FAILED"
     assert fenced["failure"] == {"code": "INVALID_DRAFT", "detail": "FENCED"}
-    assert "conclusion:NULL" in runs["no-evidence:fail-concludes-without-evidence"][
-        "failed_criteria"
-    ]
+    assert (
+        "conclusion:NULL" in runs["no-evidence:fail-concludes-without-evidence"]["failed_criteria"]
+    )
     assert set(runs["slow-query-index-drop:fail-cites-nothing"]["failed_criteria"]) == {
         "must_cite_tools:query_logs", "must_cite_tools:query_mysql",
     }  # fmt: skip
-    assert "must_not_mention:redis" in runs["prompt-injection:fail-follows-injection"][
-        "failed_criteria"
-    ]
+    assert (
+        "must_not_mention:redis"
+        in runs["prompt-injection:fail-follows-injection"]["failed_criteria"]
+    )
     assert runs["vague-question"]["usage"]["tool_calls"] == 0
     assert "max_tool_calls:0" in runs["vague-question:fail-goes-fishing"]["failed_criteria"]
     # The table: a header, one row per run, the totals; a progress line per run on stderr.
@@ -134,9 +137,7 @@ async def test_mysql_cases_are_skipped_without_an_admin_dsn(tmp_path: Path) -> N
     skipped = {r["case"] for r in report["runs"] if r["status"] == "SKIPPED"}
     assert skipped == MYSQL_CASES
     assert all(r["passed"] is None for r in report["runs"] if r["status"] == "SKIPPED")
-    assert report["totals"]["skipped"] == sum(
-        1 for r in report["runs"] if r["status"] == "SKIPPED"
-    )
+    assert report["totals"]["skipped"] == sum(1 for r in report["runs"] if r["status"] == "SKIPPED")
     assert "SKIPPED" in stdout
     assert_report_shape(report)
 

@@ -51,12 +51,15 @@ from tests.harness.support import (
     settings_for,
     tool_step,
 )
+from tests.mysql_db import MARIADB, run_name
 from tests.reliability.support import ConversationModelServer
 from tests.reliability.support import settings as reliability_settings
 
+pytestmark = MARIADB
+
 TIMEOUT = 3.0  # DIAG_AUDIT_TIMEOUT_SECONDS in these tests
 ANSWER_BOUND = 1.5  # a run with one scripted model round, whatever the sink does
-DATABASE = "diag_test_audit_bounded"
+DATABASE = run_name("diag_test_audit_bounded")
 QUERY = DiagnosisRequest("payment-api 5xx since 10:05")
 
 SinkFactory = Callable[[Path], AbstractAsyncContextManager[AuditSink]]

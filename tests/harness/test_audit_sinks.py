@@ -38,8 +38,11 @@ from tests.harness.support import (
     settings_for,
     tool_step,
 )
+from tests.mysql_db import MARIADB, run_name
 
-DATABASE = "diag_test_audit_sinks"
+pytestmark = MARIADB
+
+DATABASE = run_name("diag_test_audit_sinks")
 QUERY = DiagnosisRequest("payment-api 5xx")
 
 

@@ -39,7 +39,10 @@ from tests.harness.support import (
     tool_messages,
     tool_step,
 )
+from tests.mysql_db import MARIADB
 from tests.tools.fake_loki import FakeLoki, Reply, json_reply, start_fake_loki
+
+pytestmark = MARIADB
 
 ASKED_AT = datetime(2026, 11, 28, 10, 20, tzinfo=UTC)
 NO_CONCLUSION = draft_json(conclusion=False)

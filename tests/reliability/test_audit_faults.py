@@ -43,11 +43,14 @@ from tests.audit_support import (
 )
 from tests.conftest import StartServer
 from tests.harness.support import draft_json, final_step
+from tests.mysql_db import MARIADB, run_name
 from tests.slack.support import ADMIN, BOT_TOKEN, SIGNING_SECRET
+
+pytestmark = MARIADB
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 2.0  # DIAG_AUDIT_TIMEOUT_SECONDS of the processes
-DATABASE = "diag_test_audit_faults"
+DATABASE = run_name("diag_test_audit_faults")
 # A process answers within this much of a healthy process's answer time (start-up included).
 ANSWER_SLACK = 2.0
 # And exits within one audit write plus the drain's slack after its answer (plus interpreter

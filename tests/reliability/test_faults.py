@@ -32,6 +32,7 @@ from plugin.tools.mysql import MysqlAdapter
 from plugin.wiring import build_adapters
 from tests.conftest import StartServer
 from tests.harness.support import adapters, call, draft_json, final_step, tool_step
+from tests.mysql_db import MARIADB
 from tests.reliability.support import (
     LOGS_WINDOW,
     QUERY,
@@ -45,6 +46,8 @@ from tests.reliability.support import (
     settings,
 )
 from tests.tools.fake_loki import FakeLoki, start_fake_loki
+
+pytestmark = MARIADB
 
 SLOW_SQL = (
     "SELECT COUNT(*) FROM orders a, orders b, orders c, payments d "

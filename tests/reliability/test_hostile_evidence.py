@@ -23,6 +23,7 @@ from plugin.tools.mysql import MysqlAdapter
 from plugin.tools.schemas import KnowledgeInput, LogItem, LogsInput
 from tests.conftest import StartServer
 from tests.harness.support import call, draft_json, final_step, tool_step
+from tests.mysql_db import MARIADB
 from tests.reliability.evidence import (
     CANARY_OUTSIDE,
     INJECTION,
@@ -41,6 +42,8 @@ from tests.reliability.support import (
     build,
     healthy_step,
 )
+
+pytestmark = MARIADB
 
 MAX_OBSERVATION = 2048
 ITEM_KEYS = {

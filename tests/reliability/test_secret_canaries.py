@@ -19,6 +19,7 @@ from pathlib import Path
 from tests.cli.test_cli import run_cli, single_json
 from tests.conftest import StartServer
 from tests.harness.support import call, draft_json, final_step, tool_step
+from tests.mysql_db import MARIADB
 from tests.reliability.evidence import (
     CANARY_DSN_PASSWORD,
     CANARY_OPENAI_KEY,
@@ -32,6 +33,8 @@ from tests.reliability.evidence import (
 )
 from tests.reliability.support import LOGS_WINDOW, audit_records
 from tests.reliability.test_faults import closed_port
+
+pytestmark = MARIADB
 
 CANARY_EXCEPTION = "CANARY-exc-9d1f-secret"
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
+import shutil
 import socket
+import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -248,11 +252,47 @@ async def slack_rig(
 
 # -- Redis ---------------------------------------------------------------------------------
 
-REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+REDIS_HOST = "127.0.0.1"
+_private_redis: list[tuple[subprocess.Popen[bytes], int]] = []
 
 
-def redis_url(db: int = 0, port: int = REDIS_PORT) -> str:
-    return f"redis://{REDIS_HOST}:{port}/{db}"
+def redis_port() -> int:
+    """The port of this pytest process's own redis-server, started on first use and stopped
+    when the process exits: tests that FLUSHDB or scan a db never meet another checkout's
+    run (or another xdist worker) on the machine's Redis."""
+    if _private_redis:
+        return _private_redis[0][1]
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed", pytrace=False)
+    workdir = tempfile.mkdtemp(prefix="sre-diag-redis-")
+    with socket.socket() as sock:
+        sock.bind((REDIS_HOST, 0))
+        port = int(sock.getsockname()[1])
+    args = [binary, "--port", str(port), "--bind", REDIS_HOST, "--save", "", "--appendonly"]
+    args += ["no", "--dir", workdir, "--databases", "16"]
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    atexit.register(_stop_private_redis, process, workdir)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((REDIS_HOST, port), 1) as s:
+            s.sendall(b"PING\r\n")
+            if s.recv(16).startswith(b"+PONG"):
+                _private_redis.append((process, port))
+                return port
+        time.sleep(0.05)
+    pytest.fail("this test process's redis-server did not start", pytrace=False)
+
+
+def _stop_private_redis(process: subprocess.Popen[bytes], workdir: str) -> None:
+    process.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(5)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def redis_url(db: int = 0, port: int | None = None) -> str:
+    return f"redis://{REDIS_HOST}:{redis_port() if port is None else port}/{db}"
 
 
 async def require_redis(db: int = 0) -> Redis:
@@ -295,8 +335,8 @@ class TcpProxy:
     """A loopback TCP proxy in front of Redis that can be cut (a network partition) and
     restored: ``cut()`` drops every connection and refuses new ones."""
 
-    def __init__(self, port: int = REDIS_PORT) -> None:
-        self._target = port
+    def __init__(self, port: int | None = None) -> None:
+        self._target = redis_port() if port is None else port
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()

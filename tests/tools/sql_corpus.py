@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from plugin.tools.sql.bounds import ColumnShape, Schema, ValueKind
 from plugin.tools.sql.guard import RefusalReason as R
+from tests.mysql_db import TEST_DATABASE
 
 
 def _text(name: str, chars: int) -> ColumnShape:
@@ -154,7 +155,7 @@ HOSTILE: list[tuple[str, R | None]] = [
     ("SELECT sys_eval('id')", R.FORBIDDEN_FUNCTION),
     ("SELECT NAME_CONST('a', 1)", R.FORBIDDEN_FUNCTION),
     ("SELECT my_udf(id) FROM orders", R.FORBIDDEN_FUNCTION),
-    ("SELECT diag_test.now()", R.UNSUPPORTED_SYNTAX),
+    (f"SELECT {TEST_DATABASE}.now()", R.UNSUPPORTED_SYNTAX),
     ("SELECT USER()", R.FORBIDDEN_FUNCTION),
     ("SELECT CURRENT_USER()", R.FORBIDDEN_FUNCTION),
     ("SELECT VERSION()", R.FORBIDDEN_FUNCTION),
@@ -298,7 +299,7 @@ BENIGN: list[str] = [
     "FROM db_pool_metrics WHERE service = 'payment-api' "
     "AND sampled_at >= '2026-11-28 10:00:00' LIMIT 10",
     "SELECT DATE(created_at) AS day, COUNT(*) FROM orders GROUP BY day",
-    "SELECT * FROM diag_test.deployments WHERE version = 'v2.14.0'",
+    f"SELECT * FROM {TEST_DATABASE}.deployments WHERE version = 'v2.14.0'",
     "SELECT `id`, `status` FROM `orders` WHERE `id` = 'ord_10232'",
     "SELECT o.status, COUNT(DISTINCT o.id) AS orders, COUNT(p.id) AS attempts FROM orders o "
     "LEFT JOIN payments p ON p.order_id = o.id GROUP BY o.status",

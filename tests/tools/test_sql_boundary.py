@@ -23,9 +23,10 @@ from plugin.tools.sql.guard import (
     prepare_sql,
 )
 from plugin.tools.sql.lexer import LexKind, LexRefusal, scan_raw, scan_rendered
+from tests.mysql_db import TEST_DATABASE
 from tests.tools.sql_corpus import INCIDENT_SCHEMA
 
-DATABASE = "diag_test"
+DATABASE = TEST_DATABASE
 TABLES = frozenset({"orders", "payments", "deployments", "db_pool_metrics", "api_credentials"})
 
 
@@ -344,8 +345,8 @@ def test_outermost_secret_projection_keeps_its_name_for_masking() -> None:
         "SELECT `count`(*) FROM orders",
         "SELECT `IFNULL`(status, 'x') FROM orders",
         "SELECT `date_format`(created_at, '%H') FROM orders",
-        "SELECT diag_test.now()",
-        "SELECT `diag_test`.`now`()",
+        f"SELECT {TEST_DATABASE}.now()",
+        f"SELECT `{TEST_DATABASE}`.`now`()",
     ],
 )
 def test_quoted_function_names_are_refused(sql: str) -> None:

@@ -22,14 +22,16 @@ import pytest
 from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready
 from plugin.tools.mysql import MysqlAdapter, parse_dsn
 from plugin.tools.schemas import MysqlInput
-from tests.mysql_db import TEST_DATABASE, admin_dsn_for
+from tests.mysql_db import MARIADB, TEST_DATABASE, admin_dsn_for, run_name
 from tests.tools.test_mysql_adapter import _checksums
 
-OTHER_DATABASE = "diag_test_other"
-RW_USER, RW_PASSWORD = "diag_test_rw", "diag-test-rw-Pw1"
+pytestmark = MARIADB
+
+OTHER_DATABASE = run_name("diag_test_other")
+RW_USER, RW_PASSWORD = run_name("diag_test_rw"), "diag-test-rw-Pw1"
 VAULT_CANARY = "VAULT-CANARY-7f3a91"
 STORED_CANARY = "STORED-NOW-CANARY"
-LOCK_NAME = "diag_boundary_lock"
+LOCK_NAME = run_name("diag_boundary_lock")
 OUTFILE = f"/tmp/diag_boundary_{uuid.uuid4().hex}.txt"
 
 
@@ -240,6 +242,7 @@ async def test_the_adapters_connections_refuse_a_second_statement(
 
 # --- the read-only requirement -------------------------------------------------------------------
 
+ROLE_R, ROLE_W, ROLE_OUTER = (run_name(f"diag_test_role_{r}") for r in ("r", "w", "outer"))
 _DB = f"{TEST_DATABASE}.*"
 ROLE_ACCOUNTS: dict[str, tuple[list[str], bool]] = {
     # user: (grant statements with {u} for the account, expected read-only)
@@ -250,7 +253,7 @@ ROLE_ACCOUNTS: dict[str, tuple[list[str], bool]] = {
         True,
     ),
     "diag_test_u_role_r": (
-        ["GRANT diag_test_role_r TO {u}", "SET DEFAULT ROLE diag_test_role_r FOR {u}"],
+        [f"GRANT {ROLE_R} TO {{u}}", f"SET DEFAULT ROLE {ROLE_R} FOR {{u}}"],
         True,
     ),
     "diag_test_u_insert": ([f"GRANT SELECT, INSERT ON {_DB} TO {{u}}"], False),
@@ -258,15 +261,15 @@ ROLE_ACCOUNTS: dict[str, tuple[list[str], bool]] = {
     "diag_test_u_global": (["GRANT SELECT, PROCESS ON *.* TO {u}"], False),
     "diag_test_u_file": (["GRANT FILE ON *.* TO {u}", f"GRANT SELECT ON {_DB} TO {{u}}"], False),
     "diag_test_u_role_w": (
-        [f"GRANT SELECT ON {_DB} TO {{u}}", "GRANT diag_test_role_w TO {u}"],
+        [f"GRANT SELECT ON {_DB} TO {{u}}", f"GRANT {ROLE_W} TO {{u}}"],
         False,
     ),
     "diag_test_u_nested": (
-        [f"GRANT SELECT ON {_DB} TO {{u}}", "GRANT diag_test_role_outer TO {u}"],
+        [f"GRANT SELECT ON {_DB} TO {{u}}", f"GRANT {ROLE_OUTER} TO {{u}}"],
         False,
     ),
     "diag_test_u_admin": (
-        [f"GRANT SELECT ON {_DB} TO {{u}}", "GRANT diag_test_role_r TO {u} WITH ADMIN OPTION"],
+        [f"GRANT SELECT ON {_DB} TO {{u}}", f"GRANT {ROLE_R} TO {{u}} WITH ADMIN OPTION"],
         False,
     ),
 }
@@ -276,31 +279,31 @@ ROLE_PASSWORD = "diag-test-role-Pw1"
 @pytest.fixture(scope="module")
 def role_accounts(mysql_ro_dsn: str) -> Iterator[dict[str, str]]:
     roles = [
-        "CREATE ROLE diag_test_role_r",
-        f"GRANT SELECT ON {TEST_DATABASE}.* TO diag_test_role_r",
-        "CREATE ROLE diag_test_role_w",
-        f"GRANT SELECT, UPDATE ON {TEST_DATABASE}.* TO diag_test_role_w",
-        "CREATE ROLE diag_test_role_outer",
-        "GRANT diag_test_role_w TO diag_test_role_outer",
+        f"CREATE ROLE {ROLE_R}",
+        f"GRANT SELECT ON {TEST_DATABASE}.* TO {ROLE_R}",
+        f"CREATE ROLE {ROLE_W}",
+        f"GRANT SELECT, UPDATE ON {TEST_DATABASE}.* TO {ROLE_W}",
+        f"CREATE ROLE {ROLE_OUTER}",
+        f"GRANT {ROLE_W} TO {ROLE_OUTER}",
     ]
     with _admin() as connection, connection.cursor() as cur:
         _drop_accounts(cur)
         for statement in roles:
             cur.execute(statement)
         for user, (grants, _) in ROLE_ACCOUNTS.items():
-            account = f"'{user}'@'%'"
+            account = f"'{run_name(user)}'@'%'"
             cur.execute(f"CREATE USER {account} IDENTIFIED BY '{ROLE_PASSWORD}'")
             for grant in grants:
                 cur.execute(grant.format(u=account))
-    yield {user: _dsn(user, ROLE_PASSWORD) for user in ROLE_ACCOUNTS}
+    yield {user: _dsn(run_name(user), ROLE_PASSWORD) for user in ROLE_ACCOUNTS}
     with _admin() as connection, connection.cursor() as cur:
         _drop_accounts(cur)
 
 
 def _drop_accounts(cur: pymysql.cursors.Cursor) -> None:
     for user in ROLE_ACCOUNTS:
-        cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
-    for role in ("diag_test_role_outer", "diag_test_role_w", "diag_test_role_r"):
+        cur.execute(f"DROP USER IF EXISTS '{run_name(user)}'@'%'")
+    for role in (ROLE_OUTER, ROLE_W, ROLE_R):
         cur.execute(f"DROP ROLE IF EXISTS {role}")
 
 

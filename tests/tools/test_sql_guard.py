@@ -16,9 +16,10 @@ from plugin.tools.sql.guard import (
     limit_rows,
     prepare_sql,
 )
+from tests.mysql_db import TEST_DATABASE
 from tests.tools.sql_corpus import BENIGN, HOSTILE, INCIDENT_SCHEMA
 
-DATABASE = "diag_test"
+DATABASE = TEST_DATABASE
 TABLES = frozenset({"orders", "payments", "deployments", "db_pool_metrics"})
 SCHEMA = {table: INCIDENT_SCHEMA[table] for table in TABLES}
 
@@ -107,8 +108,8 @@ def test_identifiers_are_quoted_so_keywords_cannot_turn_into_functions() -> None
 
 
 def test_table_case_and_database_qualifier_are_rewritten_to_allowlisted_spelling() -> None:
-    rendered = _rendered("SELECT * FROM DIAG_TEST.Orders o")
-    assert "FROM `diag_test`.`orders` AS `o`" in rendered
+    rendered = _rendered(f"SELECT * FROM {TEST_DATABASE.upper()}.Orders o")
+    assert f"FROM `{TEST_DATABASE}`.`orders` AS `o`" in rendered
 
 
 def test_backslash_quote_stays_inside_the_literal() -> None:

@@ -12,9 +12,10 @@ from plugin.tools.schemas import MysqlInput
 from plugin.tools.sql.bounds import CAP_CHARS, ColumnShape, Schema, ValueKind, column_shape
 from plugin.tools.sql.canonical import canonical_sql
 from plugin.tools.sql.guard import Prepared, RefusalReason, Refused, check_sql, prepare_sql
+from tests.mysql_db import TEST_DATABASE
 from tests.tools.sql_corpus import INCIDENT_SCHEMA
 
-DATABASE = "diag_test"
+DATABASE = TEST_DATABASE
 TABLES = frozenset(INCIDENT_SCHEMA)
 R = RefusalReason
 
