@@ -16,7 +16,12 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+MAX_SERVICES = 100
+"""The most services a log source lists: the tool catalogue shows that many (within its byte
+cap), and ``check`` probes that many."""
+
 __all__ = [
+    "MAX_SERVICES",
     "AdapterCall",
     "AdapterErrorCode",
     "AdapterResult",

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plugin.contract.prompts import ENTRIES_SLOT, PromptSet
-from plugin.tools.base import ToolName
+from plugin.tools.base import MAX_SERVICES, ToolName
 from plugin.tools.plain import clean_entry
 from plugin.tools.schemas import SERVICE_NAME
 
@@ -45,7 +45,6 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-MAX_SERVICES = 100
 MAX_RUNBOOKS = 50
 MAX_TABLES_BYTES = 4096
 # The service and runbook title lists, in bytes of JSON: with the tool's own text, every

@@ -15,21 +15,19 @@ from pathlib import Path
 import httpx
 
 from plugin.http_bounds import AnswerTooLarge, bounded_client
-from plugin.tools.base import ProbeReport
+from plugin.tools.base import MAX_SERVICES, ProbeReport
 from plugin.tools.errors import LokiAnswerTooLarge
 from plugin.tools.plain import clean_entry
 from plugin.tools.probing import CONNECT_SECONDS, failed, hostport, listed, ok, os_reason, unset
 
 __all__ = [
     "LOKI_BODY_BYTES",
-    "SHOWN_SERVICES",
     "probe_folder",
     "probe_loki",
     "probe_unconfigured",
 ]
 
 LOKI_BODY_BYTES = 1024 * 1024  # a label-values answer, at most
-SHOWN_SERVICES = 100  # as many as the tool catalogue lists (plugin.harness.catalog.MAX_SERVICES)
 _SERVICE_CHARS = 100  # one label value as shown
 
 
@@ -96,7 +94,7 @@ def _label_values(body: bytes) -> list[str] | None:
         return None
     if not isinstance(data, list):
         return None
-    return [clean_entry(str(v), _SERVICE_CHARS) for v in data[:SHOWN_SERVICES]]
+    return [clean_entry(str(v), _SERVICE_CHARS) for v in data[:MAX_SERVICES]]
 
 
 async def probe_loki(base: str, label: str, org_id: str | None) -> ProbeReport:
