@@ -621,6 +621,17 @@ def test_an_execution_keeps_room_for_a_full_observation_a_stop_and_the_draft() -
     assert invocation.code == "STOP_REQUIRED" and invocation.business_input is not None
 
 
+@pytest.mark.parametrize("bound", [3000, 1000])
+def test_the_room_for_an_execution_is_the_sum_of_the_bounds(bound: int) -> None:
+    # With a bound that is a power of two (4096) and a smaller stop bound, ``|`` adds alike.
+    stop_bound = stop_required_bound(bound, ZH)
+    assert bound | stop_bound != bound + stop_bound
+    budgets = Budgets(**{**_fields(BUDGETS), "max_observation_bytes": bound})
+    room = CAPACITY - DRAFT - bound - stop_bound
+    assert code(decide(context(budgets=budgets, bytes=room))) == "EXECUTE"
+    assert code(decide(context(budgets=budgets, bytes=room + 1))) == "STOP_REQUIRED"
+
+
 def test_a_stop_answer_needs_only_to_fit_the_capacity() -> None:
     last = CAPACITY - _stop_text()
     assert decide(context(bytes=last)) == Respond(
