@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from plugin.contract.envelope import Evaluation
 from plugin.contract.observations import (
@@ -883,7 +882,3 @@ def test_the_default_hints_are_the_zh_set_and_others_can_be_given() -> None:
     zh = interceptor(ctx).decide("run_shell", "c9", args(), first_in_round=True)
     en = interceptor(ctx, hints=EN).decide("run_shell", "c9", args(), first_in_round=True)
     assert observed(zh)["hint"] == ZH["UNKNOWN_TOOL"] and observed(en)["hint"] == EN["UNKNOWN_TOOL"]
-
-
-def test_items_are_plain_models() -> None:
-    assert isinstance(item(), BaseModel)
