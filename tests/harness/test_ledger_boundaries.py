@@ -183,3 +183,23 @@ def test_a_stop_required_counts_from_the_next_round_on() -> None:
     assert ledger.stop_required_before(3) is None  # the round that met it: not seen yet
     assert ledger.stop_required_before(4) is StopReason.MODEL_CALL_BUDGET_EXHAUSTED
     assert ledger.stop_required_before(9) is StopReason.MODEL_CALL_BUDGET_EXHAUSTED
+
+
+def _fresh(text: str) -> str:
+    """An equal string that is not the same object (ids and run ids come from parsed JSON)."""
+    copy = "".join(list(text))
+    assert copy == text and copy is not text
+    return copy
+
+
+def test_the_pending_id_is_matched_by_value_not_identity() -> None:
+    ledger = _ledger(_call("call-2"))
+    ledger.pending_evaluation = "call-2"
+    ledger.consume(_fresh("call-2"), Evaluation.GAINED)
+    assert ledger.pending_evaluation is None
+
+
+def test_an_invocation_of_the_same_run_is_recorded_whatever_string_holds_its_id() -> None:
+    ledger = InvocationLedger(RUN)
+    ledger.record(Invocation("c1", _fresh(RUN), LOGS, READY))
+    assert len(ledger) == 1
