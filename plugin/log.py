@@ -11,6 +11,10 @@ index ``bm25s`` and the tokenizer ``jieba``) are held at ``WARNING`` unless
 from …" lines) only appear when asked for. Their levels are set, and the process handler also
 drops their records below that level, since a library may set its own level when it is
 imported later (bm25s sets ``DEBUG`` on import).
+
+A failure the product handles is logged with :func:`log_failure`: one line naming what failed
+and the failure's stable short reason (:func:`failure_reason`, the exception's type name), never
+the exception's message or traceback, which may carry a DSN, a token or text from outside.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ __all__ = [
     "build_handler",
     "configure_logging",
     "current_run_id",
+    "failure_reason",
+    "log_failure",
 ]
 
 THIRD_PARTY_LOGGERS = (
@@ -59,6 +65,22 @@ def bind_run_id(run_id: str | None) -> None:
 
 def current_run_id() -> str | None:
     return _RUN_ID.get()
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A failure's stable short reason: the name of its exception type, never its message."""
+    return type(exc).__name__
+
+
+def log_failure(
+    logger: logging.Logger, level: int, message: str, *args: object, exc: BaseException
+) -> None:
+    """Log ``message`` at ``level``; its last ``%s`` is ``exc``'s short reason (after ``args``).
+
+    The exception's message and traceback are never logged: they may carry a secret or
+    untrusted text, and the reason is what an operator matches on.
+    """
+    logger.log(level, message, *args, failure_reason(exc), stacklevel=2)
 
 
 class _RunIdFilter(logging.Filter):

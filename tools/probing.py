@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from plugin.log import failure_reason
 from plugin.tools.base import ProbeReport, ProbeStatus
 
 __all__ = ["CONNECT_SECONDS", "LISTED", "failed", "hostport", "listed", "ok", "os_reason", "unset"]
@@ -44,7 +45,7 @@ def listed(names: Sequence[str]) -> str:
 
 def os_reason(exc: OSError) -> str:
     """``ENOENT (No such file or directory)``: the code's name and the OS's own words."""
-    return f"{errno.errorcode.get(exc.errno or 0, type(exc).__name__)} ({exc.strerror or 'error'})"
+    return f"{errno.errorcode.get(exc.errno or 0, failure_reason(exc))} ({exc.strerror or 'error'})"
 
 
 def hostport(url: str) -> str:

@@ -28,6 +28,7 @@ from plugin.audit.record import (
     safe_text,
 )
 from plugin.errors import ConfigError
+from plugin.log import failure_reason
 from plugin.tools._compat import connect_prepared
 
 __all__ = ["MysqlAuditSink"]
@@ -148,9 +149,9 @@ class MysqlAuditSink:
         message = str(exc.args[1]) if len(exc.args) > 1 else ""
         if self._dsn.password:
             message = message.replace(self._dsn.password, "***")
-        meaning = _MEANINGS.get(code or 0) or safe_text(message, 160) or type(exc).__name__
+        meaning = _MEANINGS.get(code or 0) or safe_text(message, 160) or failure_reason(exc)
         where = f"{self._dsn.host}:{self._dsn.port}/{self._dsn.database}"
-        label = f"MySQL error {code}" if code is not None else type(exc).__name__
+        label = f"MySQL error {code}" if code is not None else failure_reason(exc)
         return MysqlAuditFailure(f"{label}: {meaning}, while {self.phase} at {where}", code)
 
 

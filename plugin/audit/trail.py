@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from plugin.audit.base import AuditSink
 from plugin.audit.record import audit_record
 from plugin.audit.writer import DEFAULT_CAPACITY, AuditWriter
+from plugin.log import failure_reason
 from plugin.settings import Settings
 
 if TYPE_CHECKING:
@@ -35,6 +36,6 @@ class AuditTrail(AuditWriter):
         try:
             record = audit_record(ctx, result)
         except Exception as exc:
-            self.lose(ctx.state.run_id, f"the record could not be built ({type(exc).__name__})")
+            self.lose(ctx.state.run_id, f"the record could not be built ({failure_reason(exc)})")
             return
         self.submit(record)

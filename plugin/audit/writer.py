@@ -22,10 +22,11 @@ from concurrent.futures import Future
 from typing import Any
 
 from plugin.audit.base import AuditSink, AuditWriteError
+from plugin.log import failure_reason
 
 __all__ = ["AuditWriter"]
 
-_log = logging.getLogger("plugin.audit")
+_log = logging.getLogger(__name__)
 
 DEFAULT_CAPACITY = 1000
 _CLOSE_STEP_SECONDS = 0.5  # closing the sink and stopping the loop, each, after the drain
@@ -153,7 +154,7 @@ class AuditWriter:
             except AuditWriteError as exc:
                 self.lose(run_id, exc.reason)
             except Exception as exc:
-                self.lose(run_id, f"the sink failed unexpectedly ({type(exc).__name__})")
+                self.lose(run_id, f"the sink failed unexpectedly ({failure_reason(exc)})")
 
     def _finished(self, future: Future[None]) -> None:
         with self._state:

@@ -40,6 +40,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from plugin.log import failure_reason
 from plugin.settings import Settings
 from plugin.tools.base import ProbeReport
 from plugin.tools.probing import CONNECT_SECONDS, LISTED, hostport, listed, os_reason
@@ -179,9 +180,9 @@ async def check_redis(settings: Settings) -> CheckResult:
     except (TimeoutError, exceptions.TimeoutError):
         return _failed("redis", f"Redis at {where}: no answer within {CONNECT_SECONDS:g} s")
     except exceptions.ConnectionError as exc:
-        return _failed("redis", f"Redis at {where} unreachable ({type(exc).__name__})")
+        return _failed("redis", f"Redis at {where} unreachable ({failure_reason(exc)})")
     except exceptions.RedisError as exc:
-        return _failed("redis", f"Redis at {where} refused PING ({type(exc).__name__})")
+        return _failed("redis", f"Redis at {where} refused PING ({failure_reason(exc)})")
     finally:
         await client.aclose()
     return _ok("redis", f"Redis at {where}: PING answered", redis=where)
@@ -260,7 +261,7 @@ def _slack_error(exc: Exception) -> str:
         return f"refused: {code}" if _SLACK_ERROR.fullmatch(code) else "refused"
     if isinstance(exc, TimeoutError):
         return f"no answer within {CONNECT_SECONDS:g} s"
-    return f"unreachable ({type(exc).__name__})"
+    return f"unreachable ({failure_reason(exc)})"
 
 
 async def check_slack(settings: Settings) -> CheckResult:
@@ -423,7 +424,7 @@ async def _bounded(
     except TimeoutError:
         return _failed(name, f"no answer within {limit:g} s")
     except Exception as exc:  # a reason without the exception's text (it may carry anything)
-        return _failed(name, f"check failed unexpectedly ({type(exc).__name__})")
+        return _failed(name, f"check failed unexpectedly ({failure_reason(exc)})")
 
 
 async def run_checks(

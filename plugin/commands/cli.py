@@ -26,7 +26,7 @@ from plugin.contract.request import (
     parse_previous_turn,
 )
 from plugin.errors import ConfigError, InputRejected, InputRejection
-from plugin.log import configure_logging
+from plugin.log import configure_logging, log_failure
 
 __all__ = ["main"]
 
@@ -302,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return EXIT_FAILED
     except Exception as exc:
-        _log.error("unexpected failure: %s", type(exc).__name__)
+        log_failure(_log, logging.ERROR, "unexpected failure: %s", exc=exc)
         _emit({"failure": {"code": "AGENT_ERROR", "detail": "UNCLASSIFIED"}})
         return EXIT_FAILED
     return code

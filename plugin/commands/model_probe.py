@@ -45,6 +45,7 @@ from typing import Any
 import httpx
 
 from plugin.http_bounds import AnswerTooLarge, bounded_client
+from plugin.log import failure_reason
 
 __all__ = [
     "MAX_ANSWER_BYTES",
@@ -371,7 +372,7 @@ async def _send(
     except httpx.DecodingError:
         return Answer(None, "answered a body that cannot be decoded", fatal=True)
     except httpx.HTTPError as exc:
-        return Answer(None, f"unreachable ({type(exc).__name__})", fatal=True)
+        return Answer(None, f"unreachable ({failure_reason(exc)})", fatal=True)
     if not 200 <= response.status_code < 300:
         return _http_problem(response, body)
     try:

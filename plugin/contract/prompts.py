@@ -23,6 +23,7 @@ from types import MappingProxyType
 
 from plugin.contract.draft import draft_json_schema
 from plugin.contract.errors import PromptError
+from plugin.log import failure_reason
 from plugin.resources import prompt_file
 
 __all__ = [
@@ -132,7 +133,9 @@ def _read_custom(path: Path) -> str:
             raise PromptError(f"DIAG_PROMPT: {path.name!r} is larger than 64 KiB")
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise PromptError(f"DIAG_PROMPT: {path.name!r} unreadable ({type(exc).__name__})") from None
+        raise PromptError(
+            f"DIAG_PROMPT: {path.name!r} unreadable ({failure_reason(exc)})"
+        ) from None
 
 
 def _assemble(name: str, system: str, tools_text: str, hints_text: str) -> PromptSet:

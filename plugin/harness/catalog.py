@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plugin.contract.prompts import ENTRIES_SLOT, PromptSet
+from plugin.log import log_failure
 from plugin.tools.base import MAX_SERVICES, ToolName
 from plugin.tools.plain import clean_entry
 from plugin.tools.schemas import SERVICE_NAME
@@ -191,7 +192,7 @@ class Catalogues:
             async with asyncio.timeout(self._timeout):
                 found = await self._readers[tool](_READ_LIMITS[tool])
         except Exception as exc:  # the tool stays usable; the description says so
-            _log.warning("%s catalogue unavailable (%s)", tool.value, type(exc).__name__)
+            log_failure(_log, logging.WARNING, "%s catalogue unavailable (%s)", tool.value, exc=exc)
         entry = self._entries[tool]
         entry.ok = found is not None
         entry.read_at = self._clock()

@@ -12,6 +12,8 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from plugin.log import log_failure
+
 if TYPE_CHECKING:
     from plugin.contract.result import ExecutionResult
     from plugin.harness.ledger import Invocation
@@ -73,6 +75,10 @@ class HookSet:
         try:
             fn(*args)  # type: ignore[operator]
         except Exception as exc:
-            _log.warning(
-                "step hook %s failed: %s", getattr(fn, "__qualname__", fn), type(exc).__name__
+            log_failure(
+                _log,
+                logging.WARNING,
+                "step hook %s failed: %s",
+                getattr(fn, "__qualname__", fn),
+                exc=exc,
             )

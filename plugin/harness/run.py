@@ -48,7 +48,7 @@ from plugin.harness.interceptor import ToolInterceptor
 from plugin.harness.model import OversizedResponse, build_llm, model_http_client
 from plugin.harness.state import RoundOutcome, new_run_id
 from plugin.http_bounds import AnswerTooLarge
-from plugin.log import bind_run_id
+from plugin.log import bind_run_id, log_failure
 from plugin.settings import Settings
 from plugin.tools.base import EvidenceAdapter, ToolName
 
@@ -164,7 +164,7 @@ class Harness:
             raise
         except BaseException as exc:
             # Any other BaseException (one an adapter or a library raised) ends the run FAILED.
-            _log.error("run %s ended by %s", ctx.state.run_id, type(exc).__name__)
+            log_failure(_log, logging.ERROR, "run %s ended by %s", ctx.state.run_id, exc=exc)
             result = _last_resort(ctx, FailureCode.AGENT_ERROR, "UNCLASSIFIED")
         if audit_gate is not None and not await audit_gate():
             _log.warning("run %s fenced: its outcome belongs to another owner", ctx.state.run_id)
@@ -210,8 +210,12 @@ class Harness:
         try:
             return await self._run(ctx, message)
         except Exception as exc:
-            _log.error(
-                "run %s failed outside the agent loop: %s", ctx.state.run_id, type(exc).__name__
+            log_failure(
+                _log,
+                logging.ERROR,
+                "run %s failed outside the agent loop: %s",
+                ctx.state.run_id,
+                exc=exc,
             )
             return _last_resort(ctx, FailureCode.AGENT_ERROR, "UNCLASSIFIED")
 
@@ -382,8 +386,14 @@ def _classify_failure(ctx: RunContext, exc: BaseException) -> tuple[FailureCode,
             _log.error("model endpoint %s: no answer in time", _endpoint(item.request))
             return FailureCode.MODEL_ERROR, "TIMEOUT"
         if isinstance(item, openai.APIConnectionError):
-            _log.error("model endpoint %s unreachable (%s)", _endpoint(item.request),
-                       type(item.__cause__ or item).__name__)  # fmt: skip
+            cause = item.__cause__ or item
+            log_failure(
+                _log,
+                logging.ERROR,
+                "model endpoint %s unreachable (%s)",
+                _endpoint(item.request),
+                exc=cause,
+            )
             return FailureCode.MODEL_ERROR, "CONNECTION"
         if isinstance(item, openai.APIError):
             return FailureCode.MODEL_ERROR, "BAD_RESPONSE"
@@ -393,7 +403,7 @@ def _classify_failure(ctx: RunContext, exc: BaseException) -> tuple[FailureCode,
     }:
         # The failure happened inside a model round (e.g. an unusable response body).
         return FailureCode.MODEL_ERROR, "BAD_RESPONSE"
-    _log.error("run %s failed: %s", ctx.state.run_id, type(exc).__name__)
+    log_failure(_log, logging.ERROR, "run %s failed: %s", ctx.state.run_id, exc=exc)
     return FailureCode.AGENT_ERROR, "UNCLASSIFIED"
 
 

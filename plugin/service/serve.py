@@ -52,6 +52,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.aio import stop_task, stop_tasks, stopping
 from plugin.errors import ConfigError
+from plugin.log import failure_reason, log_failure
 from plugin.service.ops import (
     OpsServer,
     OpsState,
@@ -114,7 +115,7 @@ class _NoTraceback(logging.Filter):
 
 
 def _socket_logger() -> logging.Logger:
-    logger = logging.getLogger("plugin.slack.socket_mode")
+    logger = logging.getLogger(f"{__name__}.socket_mode")
     if not any(isinstance(f, _NoTraceback) for f in logger.filters):
         logger.addFilter(_NoTraceback())
     return logger
@@ -165,7 +166,7 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, SlackApiError):
         return f"Slack answered {_slack_error(exc)}"
     text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}"[:_MAX_REASON] if text else type(exc).__name__
+    return f"{failure_reason(exc)}: {text}"[:_MAX_REASON] if text else failure_reason(exc)
 
 
 async def _until_stopped(work: Awaitable[Any], stop: asyncio.Event, seconds: float) -> bool:
@@ -433,7 +434,7 @@ class _Front:
             try:
                 self.depth = await self.queue.depth()
             except Exception as exc:
-                _log.debug("queue depth not read: %s", type(exc).__name__)
+                log_failure(_log, logging.DEBUG, "queue depth not read: %s", exc=exc)
             await asyncio.sleep(1.0)
 
     async def stop(self, timeout_seconds: float) -> None:

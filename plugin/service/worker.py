@@ -35,6 +35,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.aio import stop_task, stop_tasks, stopping
 from plugin.errors import ConfigError
+from plugin.log import log_failure
 from plugin.settings import Settings
 from plugin.slack import add_retry_handlers
 from plugin.slack.jobs import DEFAULT_STREAM, Job, JobQueue, Poison, Taken
@@ -160,7 +161,7 @@ class Worker:
                 await self.queue.ensure_group()
                 return True
             except Exception as exc:
-                _log.error("run queue unreachable: %s; retrying", type(exc).__name__)
+                log_failure(_log, logging.ERROR, "run queue unreachable: %s; retrying", exc=exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), _RETRY_SECONDS)
         return False
@@ -181,7 +182,7 @@ class Worker:
             await stop_task(warming)
             return False
         if (exc := warming.exception()) is not None:
-            _log.error("warm-up failed: %s", type(exc).__name__)
+            log_failure(_log, logging.ERROR, "warm-up failed: %s", exc=exc)
         return True
 
     async def _take(self, stop: asyncio.Event) -> None:
@@ -195,7 +196,7 @@ class Worker:
             try:
                 entries = await self.queue.read(self.consumer, free, block_ms)
             except Exception as exc:
-                _log.error("reading the run queue failed: %s", type(exc).__name__)
+                log_failure(_log, logging.ERROR, "reading the run queue failed: %s", exc=exc)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), pause)
                 pause = min(pause * 2, _RETRY_MAX_SECONDS)
@@ -207,7 +208,7 @@ class Worker:
                 try:
                     await self._accept(entry_id, parsed)
                 except Exception as exc:
-                    _log.error("job %s not started: %s", entry_id, type(exc).__name__)
+                    log_failure(_log, logging.ERROR, "job %s not started: %s", entry_id, exc=exc)
 
     async def _wait_for_slot(self, stop: asyncio.Event) -> None:
         self._freed.clear()
@@ -256,7 +257,7 @@ class Worker:
         try:
             await self.queue.ack(entry_id)
         except Exception as exc:
-            _log.error("job %s not acknowledged: %s", entry_id, type(exc).__name__)
+            log_failure(_log, logging.ERROR, "job %s not acknowledged: %s", entry_id, exc=exc)
 
     async def _heartbeat(self) -> None:
         """Touch the jobs held here and trim the stream: on its own task, so that nothing a
@@ -268,7 +269,7 @@ class Worker:
             try:
                 await self.queue.trim()
             except Exception as exc:
-                _log.warning("trimming the run queue failed: %s", type(exc).__name__)
+                log_failure(_log, logging.WARNING, "trimming the run queue failed: %s", exc=exc)
 
     async def _claims(self, stop: asyncio.Event) -> None:
         """Claim the lost jobs every heartbeat interval; each is answered on a task of its own
@@ -283,7 +284,7 @@ class Worker:
         try:
             lost = await self.queue.touch(self.consumer, running)
         except Exception as exc:
-            _log.warning("job heartbeat failed: %s", type(exc).__name__)
+            log_failure(_log, logging.WARNING, "job heartbeat failed: %s", exc=exc)
             return
         for index in lost:
             entry_id, run_id, _ = running[index]
@@ -297,7 +298,7 @@ class Worker:
         try:
             lost = await self.queue.claim_lost(self.consumer, self.claim_seconds)
         except Exception as exc:
-            _log.warning("claiming lost jobs failed: %s", type(exc).__name__)
+            log_failure(_log, logging.WARNING, "claiming lost jobs failed: %s", exc=exc)
             return
         for entry_id, parsed in lost:
             if entry_id in self._running or entry_id in self._claimed:
@@ -318,7 +319,7 @@ class Worker:
             elif await self.manager.answer_lost(parsed, self.client, self.queue, self.consumer):
                 await self._ack(entry_id)
         except Exception as exc:
-            _log.error("lost job %s not answered: %s", entry_id, type(exc).__name__)
+            log_failure(_log, logging.ERROR, "lost job %s not answered: %s", entry_id, exc=exc)
         finally:
             self._claimed.discard(entry_id)
 

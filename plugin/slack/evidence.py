@@ -23,6 +23,7 @@ from plugin.contract.result import ExecutionResult
 from plugin.contract.text import EvidenceCheck
 from plugin.harness.hooks import StepHook
 from plugin.harness.ledger import InvocationStatus
+from plugin.log import log_failure
 from plugin.slack.links import Link, LinkMaker, dump_links, load_links
 
 if TYPE_CHECKING:
@@ -160,7 +161,7 @@ class EvidenceRecord:
                 str(data["run_id"]), str(data["channel"]), str(data["thread_ts"]), checks, links
             )
         except (ValueError, KeyError, TypeError) as exc:
-            _log.warning("kept evidence unreadable: %s", type(exc).__name__)
+            log_failure(_log, logging.WARNING, "kept evidence unreadable: %s", exc=exc)
             return None
 
 

@@ -37,6 +37,7 @@ from typing import Any, Protocol, TypeVar
 from redis.asyncio import Redis
 
 from plugin.aio import stopping
+from plugin.log import log_failure
 
 __all__ = [
     "FENCE_TTL_SECONDS",
@@ -195,9 +196,11 @@ async def retried(
         except Exception as exc:
             left = deadline - time.monotonic()
             if left <= 0 or stopping() or (abandon is not None and abandon.is_set()):
-                _log.error("%s: Redis out of reach (%s); given up", what, type(exc).__name__)
+                log_failure(
+                    _log, logging.ERROR, "%s: Redis out of reach (%s); given up", what, exc=exc
+                )
                 return None
-            _log.debug("%s: %s; retrying", what, type(exc).__name__)
+            log_failure(_log, logging.DEBUG, "%s: %s; retrying", what, exc=exc)
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, 0.5)
 
@@ -249,7 +252,7 @@ class RunFence:
         try:
             verdict = await self.redis.eval(_HOLDS, 1, self.key, self.holder)
         except Exception as exc:  # a skipped progress update costs nothing
-            _log.debug("fence not read: %s", type(exc).__name__)
+            log_failure(_log, logging.DEBUG, "fence not read: %s", exc=exc)
             return False
         if int(verdict) == 0:
             self.lose()

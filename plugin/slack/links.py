@@ -31,6 +31,7 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 
+from plugin.log import log_failure
 from plugin.settings import Settings
 from plugin.tools.knowledge import HEADING_SEPARATOR, heading_chains, read_runbook
 from plugin.tools.logs import build_logql
@@ -169,7 +170,7 @@ class LinkMaker:
             if tool == "lookup_knowledge":
                 return self._sections(observation.get("items"))
         except Exception as exc:  # a link is a convenience: the evidence shows without it
-            _log.warning("evidence link not built: %s", type(exc).__name__)
+            log_failure(_log, logging.WARNING, "evidence link not built: %s", exc=exc)
         return []
 
     def _logs(self, business_input: Mapping[str, Any] | None) -> list[Link]:

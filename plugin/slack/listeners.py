@@ -29,6 +29,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.contract.request import slack_ts_moment
+from plugin.log import log_failure
 from plugin.settings import Settings
 from plugin.slack.feedback import (
     FEEDBACK_VIEW_ID,
@@ -236,7 +237,9 @@ class Listeners:
         try:
             fresh = await self.manager.state.claim_event(f"{scope}:{event_id}", _EVENT_TTL_SECONDS)
         except Exception as exc:
-            _log.error("shared state unreachable, mention declined: %s", type(exc).__name__)
+            log_failure(
+                _log, logging.ERROR, "shared state unreachable, mention declined: %s", exc=exc
+            )
             self.count(EventResult.DECLINED, "STATE_UNAVAILABLE")
             await self.manager.say_unavailable(client, channel, thread_ts)
             return False
@@ -263,7 +266,7 @@ class Listeners:
         try:
             accepted = await self.manager.request_cancel(run_key, channel, _scope(body, context))
         except Exception as exc:  # shared state out of reach: logged, never raised into Bolt
-            _log.error("cancel not delivered: %s", type(exc).__name__)
+            log_failure(_log, logging.ERROR, "cancel not delivered: %s", exc=exc)
             self.count(EventResult.DECLINED, "STATE_UNAVAILABLE")
             return
         result = EventResult.ACCEPTED if accepted else EventResult.IGNORED
@@ -299,7 +302,9 @@ class Listeners:
                 message_ts, message,
             )  # fmt: skip
         except Exception as exc:  # Slack could not be read: say so, never a 500
-            _log.warning("refused replay shortcut: thread unreadable (%s)", type(exc).__name__)
+            log_failure(
+                _log, logging.WARNING, "refused replay shortcut: thread unreadable (%s)", exc=exc
+            )
             await self._refuse(client, channel, thread_ts, user, REFUSE_UNREADABLE)
             return
         if request is None:
@@ -325,7 +330,7 @@ class Listeners:
                 channel=channel, user=user, thread_ts=thread_ts, text=text
             )
         except Exception as exc:  # Slack failures are logged, never raised into Bolt
-            _log.warning("could not post the replay refusal: %s", type(exc).__name__)
+            log_failure(_log, logging.WARNING, "could not post the replay refusal: %s", exc=exc)
 
     async def _replay_request(
         self,
@@ -384,7 +389,7 @@ class Listeners:
         try:
             record = await self.manager.load_evidence(_scope(body, context), click.run_id or "")
         except Exception as exc:
-            _log.error("evidence not read: %s", type(exc).__name__)
+            log_failure(_log, logging.ERROR, "evidence not read: %s", exc=exc)
             self.count(EventResult.DECLINED, "STATE_UNAVAILABLE")
             await self._tell(client, click, EVIDENCE_UNAVAILABLE)
             return
@@ -403,7 +408,7 @@ class Listeners:
                 unfurl_media=False,
             )
         except Exception as exc:  # Slack failures are logged, never raised into Bolt
-            _log.warning("could not post the evidence: %s", type(exc).__name__)
+            log_failure(_log, logging.WARNING, "could not post the evidence: %s", exc=exc)
             return
         self.count(EventResult.ACCEPTED, "EVIDENCE")
 
@@ -422,7 +427,7 @@ class Listeners:
                 _scope(body, context), request, click.user or "", vote
             )
         except Exception as exc:
-            _log.error("feedback not recorded: %s", type(exc).__name__)
+            log_failure(_log, logging.ERROR, "feedback not recorded: %s", exc=exc)
             self.count(EventResult.DECLINED, "STATE_UNAVAILABLE")
             await self._tell(client, click, FEEDBACK_UNAVAILABLE)
             return
@@ -433,7 +438,7 @@ class Listeners:
                 await client.views_open(trigger_id=click.trigger_id, view=modal)
                 return
             except Exception as exc:  # no modal: the vote stands, say so below
-                _log.warning("could not open the feedback modal: %s", type(exc).__name__)
+                log_failure(_log, logging.WARNING, "could not open the feedback modal: %s", exc=exc)
         await self._tell(client, click, _vote_note(vote, previous))
 
     async def on_reason(
@@ -463,7 +468,7 @@ class Listeners:
                 text=text,
             )
         except Exception as exc:  # Slack failures are logged, never raised into Bolt
-            _log.warning("could not post an ephemeral note: %s", type(exc).__name__)
+            log_failure(_log, logging.WARNING, "could not post an ephemeral note: %s", exc=exc)
 
 
 def _vote_note(vote: str, previous: str | None) -> str:

@@ -33,6 +33,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.audit.trigger import Trigger
 from plugin.contract.request import slack_ts_moment
+from plugin.log import log_failure
 from plugin.settings import Settings
 from plugin.slack.alerts import AlertIgnore, cooldown_key, gate_alert, message_query
 from plugin.slack.gate import IgnoreReason, retry_number, slack_ts
@@ -190,7 +191,7 @@ class MessageDiagnosis:
                 channel=channel, user=user, thread_ts=thread_ts, text=text
             )
         except Exception as exc:  # Slack failures are logged, never raised into Bolt
-            _log.warning("could not post the shortcut refusal: %s", type(exc).__name__)
+            log_failure(_log, logging.WARNING, "could not post the shortcut refusal: %s", exc=exc)
 
     # -- alerts ----------------------------------------------------------------------------
 
@@ -247,7 +248,9 @@ class MessageDiagnosis:
         try:
             fresh = await self.manager.state.claim_event(f"{scope}:{event_id}", _EVENT_TTL_SECONDS)
         except Exception as exc:
-            _log.error("shared state unreachable, alert declined: %s", type(exc).__name__)
+            log_failure(
+                _log, logging.ERROR, "shared state unreachable, alert declined: %s", exc=exc
+            )
             self.count(EventResult.DECLINED, "STATE_UNAVAILABLE")
             await self.manager.say_unavailable(client, channel, ts)
             return False
@@ -267,7 +270,9 @@ class MessageDiagnosis:
                 key, request.thread_ts, self.cooldown_seconds
             )
         except Exception as exc:
-            _log.error("shared state unreachable, alert declined: %s", type(exc).__name__)
+            log_failure(
+                _log, logging.ERROR, "shared state unreachable, alert declined: %s", exc=exc
+            )
             self.count(EventResult.DECLINED, "STATE_UNAVAILABLE")
             await self.manager.say_unavailable(request.client, request.channel, request.thread_ts)
             return
@@ -279,7 +284,7 @@ class MessageDiagnosis:
             try:
                 await self.manager.state.forget_alert(key, request.thread_ts)
             except Exception as exc:  # it expires with its TTL
-                _log.warning("alert cooldown not given back: %s", type(exc).__name__)
+                log_failure(_log, logging.WARNING, "alert cooldown not given back: %s", exc=exc)
 
     def _ignore_cooldown(self) -> None:
         self.count(EventResult.IGNORED, "ALERT_COOLDOWN")
@@ -299,7 +304,7 @@ class MessageDiagnosis:
         try:
             response = await client.chat_getPermalink(channel=channel, message_ts=ts)
         except Exception as exc:
-            _log.info("no permalink for the earlier alert: %s", type(exc).__name__)
+            log_failure(_log, logging.INFO, "no permalink for the earlier alert: %s", exc=exc)
             return None
         link = response.get("permalink")
         return link if isinstance(link, str) and _PERMALINK.fullmatch(link) else None

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.aio import stop_task, stop_tasks, stopping
+from plugin.log import log_failure
 from plugin.slack.fence import TakeoverVerdict
 from plugin.slack.jobs import Job, JobQueue, WatchedRun, WatchState
 from plugin.slack.state import Lease, RedisState, SharedState
@@ -121,7 +122,7 @@ class PendingRuns:
             )
         except Exception as exc:
             if not self._failing:
-                _log.warning("queued runs not watched: %s; retrying", type(exc).__name__)
+                log_failure(_log, logging.WARNING, "queued runs not watched: %s; retrying", exc=exc)
             self._failing = True
             return
         self._failing = False
@@ -151,7 +152,9 @@ class PendingRuns:
         try:
             taken = await self.queue.takeover(run.job.run_id, self._claimer, self._grace)
         except Exception as exc:
-            _log.warning("vanished run %s not taken over: %s", run.job.run_id, type(exc).__name__)
+            log_failure(
+                _log, logging.WARNING, "vanished run %s not taken over: %s", run.job.run_id, exc=exc
+            )
             return
         if taken.verdict is TakeoverVerdict.WAIT:
             return
@@ -160,7 +163,9 @@ class PendingRuns:
             try:
                 await self._answer_vanished(run.job, taken.token, run.client)
             except Exception as exc:
-                _log.error("vanished run %s not answered: %s", run.job.run_id, type(exc).__name__)
+                log_failure(
+                    _log, logging.ERROR, "vanished run %s not answered: %s", run.job.run_id, exc=exc
+                )
 
     async def aclose(self, timeout_seconds: float = 5.0) -> None:
         """Stop watching; answers being posted get a bounded chance to finish."""

@@ -28,6 +28,7 @@ from plugin.aio import stop_task, stopping
 from plugin.harness.hooks import StepHook
 from plugin.harness.ledger import Invocation
 from plugin.harness.state import ModelRound, RunState
+from plugin.log import log_failure
 from plugin.slack.render import StatusView
 from plugin.tools.base import ToolName
 
@@ -267,7 +268,7 @@ class StatusBoard:
         try:
             await entry.publish(view)
         except Exception as exc:
-            _log.warning("status update failed: %s", type(exc).__name__)
+            log_failure(_log, logging.WARNING, "status update failed: %s", exc=exc)
             pause = _retry_after(exc)
             if pause is not None:  # the tier is shared with others (other replicas, say)
                 self._bucket(entry.workspace).hold(pause)

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from redis.asyncio import BlockingConnectionPool, Redis
 
 from plugin.aio import stop_task, stop_tasks, stopping
+from plugin.log import log_failure
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -466,7 +467,7 @@ class ThreadLeases:
         try:
             await self.state.release_thread(lease)
         except Exception as exc:
-            _log.warning("thread release failed (%s); retrying", type(exc).__name__)
+            log_failure(_log, logging.WARNING, "thread release failed (%s); retrying", exc=exc)
             task = asyncio.create_task(self._retry_release(lease), name="diag-thread-release")
             self._releases.add(task)
             task.add_done_callback(self._releases.discard)
@@ -484,7 +485,7 @@ class ThreadLeases:
         try:
             lost = await self.state.renew_threads(leases, self.ttl_seconds)
         except Exception as exc:  # the next round tries again; the TTL covers two misses
-            _log.warning("thread lease renewal failed: %s", type(exc).__name__)
+            log_failure(_log, logging.WARNING, "thread lease renewal failed: %s", exc=exc)
             return
         for lease in lost:
             if lease.run_key in self._held:
@@ -501,7 +502,7 @@ class ThreadLeases:
             try:
                 await self.state.release_thread(lease)
             except Exception as exc:
-                _log.warning("thread release retry failed: %s", type(exc).__name__)
+                log_failure(_log, logging.WARNING, "thread release retry failed: %s", exc=exc)
                 pause = min(pause * 2, 5.0)
                 continue
             _log.info("thread released on retry")

@@ -36,6 +36,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from plugin.contract.draft import DiagnosisDraft
 from plugin.contract.request import InputLimits, PreviousTurn, format_asked_at, parse_asked_at
 from plugin.contract.result import ExecutionResult
+from plugin.log import log_failure
 from plugin.settings import Settings
 from plugin.slack.gate import slack_ts
 
@@ -290,7 +291,7 @@ async def latest_turn(
     try:
         messages = await _thread_messages(client, channel, thread_ts)
     except Exception as exc:  # Slack down: the run goes on without a previous turn, logged
-        _log.warning("could not read thread %s: %s", thread_ts, type(exc).__name__)
+        log_failure(_log, logging.WARNING, "could not read thread %s: %s", thread_ts, exc=exc)
         return None
     turns = [
         (ts, payload)

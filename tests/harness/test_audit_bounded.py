@@ -148,7 +148,7 @@ BROKEN = [
 
 
 def _lost_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "plugin.audit"]
+    return [r.getMessage() for r in caplog.records if r.name == "plugin.audit.writer"]
 
 
 async def _timed(harness: Harness, query: DiagnosisRequest = QUERY) -> tuple[Any, float]:

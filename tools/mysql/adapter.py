@@ -40,6 +40,7 @@ from typing import Any
 
 import aiomysql
 
+from plugin.log import log_failure
 from plugin.tools.base import (
     AdapterCall,
     AdapterErrorCode,
@@ -80,8 +81,7 @@ __all__ = [
     "TableColumns",
 ]
 
-# The package's logger: lines keep the name they had before the package was split.
-logger = logging.getLogger(__package__)
+logger = logging.getLogger(__name__)
 
 # Extra time the client waits beyond the server cap before it kills the statement itself.
 _CLIENT_GRACE_SECONDS = 0.3
@@ -558,7 +558,7 @@ class MysqlAdapter:
                 finally:
                     killer.close()
         except Exception as error:  # the connection is closed by the caller in any case
-            logger.warning("query_mysql: KILL QUERY failed: %s", type(error).__name__)
+            log_failure(logger, logging.WARNING, "query_mysql: KILL QUERY failed: %s", exc=error)
 
 
 def _short_id(tool_call_id: str) -> str:

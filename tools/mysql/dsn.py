@@ -12,8 +12,7 @@ from urllib.parse import unquote, urlsplit
 
 __all__ = ["MysqlDsn", "normalise_allowlist", "parse_configured_dsn", "parse_dsn"]
 
-# The package's logger: lines keep the name they had before the package was split.
-logger = logging.getLogger(__package__)
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

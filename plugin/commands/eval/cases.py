@@ -12,6 +12,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 
 from plugin.commands.errors import EvalUsageError
 from plugin.contract.request import PreviousTurn
+from plugin.log import failure_reason
 
 __all__ = [
     "CASE_FILE",
@@ -96,7 +97,7 @@ def _load_case(folder: Path) -> Case:
         text = (folder / CASE_FILE).read_text(encoding="utf-8")
         return Case(folder, CaseSpec.model_validate_json(text))
     except (OSError, UnicodeDecodeError) as exc:
-        return Case(folder, None, f"case.json unreadable ({type(exc).__name__})")
+        return Case(folder, None, f"case.json unreadable ({failure_reason(exc)})")
     except ValidationError as exc:
         where = ", ".join(
             ".".join(str(part) for part in error["loc"]) or "case.json" for error in exc.errors()

@@ -14,6 +14,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from plugin.commands.errors import EvalDatabaseError
 from plugin.commands.eval.cases import EvalUsageError
+from plugin.log import failure_reason
 
 __all__ = [
     "AdminDsn",
@@ -118,7 +119,7 @@ class ThrowawayDatabase:
             await self.__aexit__()
             code = exc.args[0] if isinstance(exc, pymysql.MySQLError) and exc.args else ""
             raise EvalDatabaseError(
-                f"mysql.sql could not be loaded ({type(exc).__name__} {code})".strip()
+                f"mysql.sql could not be loaded ({failure_reason(exc)} {code})".strip()
             ) from None
         return self.dsn
 
