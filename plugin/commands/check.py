@@ -398,11 +398,13 @@ PROBES: tuple[tuple[str, Probe], ...] = (
 )
 
 
-# Imported before probing (see the module docstring); the model probe's only with ``--model``.
+# Imported before probing (see the module docstring); the model probe's only with ``--model``,
+# the runbook index's (LlamaIndex, bm25s, jieba) only when there is a runbook folder to read.
 _PROBE_MODULES = (
-    "plugin.tools.knowledge", "plugin.tools.logs", "plugin.tools.mysql", "aiomysql",
+    "plugin.tools.logs", "plugin.tools.mysql", "aiomysql",
     "redis.asyncio", "slack_sdk.web.async_client", "plugin.audit", "plugin.audit.jsonl",
 )  # fmt: skip
+_RUNBOOK_PROBE_MODULES = ("plugin.tools.knowledge",)
 _MODEL_PROBE_MODULES = (
     "plugin.commands.model_probe",
     "plugin.harness.agent",
@@ -410,8 +412,9 @@ _MODEL_PROBE_MODULES = (
 )
 
 
-def _import_probe_modules(model: bool) -> None:
-    for name in _PROBE_MODULES + (_MODEL_PROBE_MODULES if model else ()):
+def _import_probe_modules(settings: Settings, model: bool) -> None:
+    runbooks = _RUNBOOK_PROBE_MODULES if settings.knowledge_dir is not None else ()
+    for name in _PROBE_MODULES + runbooks + (_MODEL_PROBE_MODULES if model else ()):
         importlib.import_module(name)
 
 
@@ -434,7 +437,7 @@ async def run_checks(
     each bounded, so the whole is bounded by three times that and a margin; ``progress`` gets
     its lines while it waits). What the probes import is imported first, off the loop, so that
     no probe's clock runs while another imports."""
-    await asyncio.to_thread(_import_probe_modules, model)
+    await asyncio.to_thread(_import_probe_modules, settings, model)
     checks = [_bounded(n, p, settings) for n, p in PROBES]
     if model:
         limit = 3 * _model_timeout(settings) + CONNECT_SECONDS
