@@ -1,0 +1,72 @@
+"""Cold start: a command imports only what it needs (issue 23). ``--help``, ``patterns`` and a
+``check`` without a runbook folder never load LlamaIndex, and one Slack module (the ops endpoints'
+``plugin.slack.metrics``) does not load the harness behind ``plugin.slack.register``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_HEAVY = ("llama_index", "plugin.harness.run", "bm25s")
+
+# Runs a command in-process, then reports which of the heavy modules it loaded.
+_RUN = """
+import contextlib, io, json, sys
+from plugin.commands.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main(sys.argv[1:])
+    except SystemExit:
+        pass
+print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r}
+                        or m in {heavy!r})))
+"""
+
+_IMPORT = """
+import json, sys
+import {module}
+print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r}
+                        or m in {heavy!r})))
+"""
+
+
+def _loaded(tmp_path: Path, code: str, *args: str) -> list[str]:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["diagnose", "--help"], ["patterns", os.devnull], ["check"]]
+)
+def test_the_command_loads_no_llama_index(tmp_path: Path, argv: list[str]) -> None:
+    assert _loaded(tmp_path, _RUN.format(heavy=_HEAVY), *argv) == []
+
+
+def test_check_with_a_runbook_folder_still_reads_it(tmp_path: Path) -> None:
+    """The runbook index is imported (before any probe) when there is a folder to read."""
+    folder = tmp_path / "runbooks"
+    folder.mkdir()
+    (folder / "disk.en.md").write_text("# Disk\n\n## Full\n\nFree space.\n", encoding="utf-8")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "plugin", "check", "--json"],
+        cwd=tmp_path, env={**env, "DIAG_KNOWLEDGE_DIR": str(folder)},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    runbooks = next(c for c in json.loads(done.stdout)["checks"] if c["name"] == "runbooks")
+    assert runbooks["status"] == "OK", runbooks
+
+
+@pytest.mark.parametrize("module", ["plugin.slack.metrics", "plugin.service.ops", "plugin.slack"])
+def test_a_slack_module_does_not_load_the_harness(tmp_path: Path, module: str) -> None:
+    assert _loaded(tmp_path, _IMPORT.format(module=module, heavy=_HEAVY)) == []
