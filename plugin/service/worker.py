@@ -220,7 +220,7 @@ class Worker:
         if entry_id in self._running:
             return  # delivered again (its group was created anew) while it runs here
         if isinstance(parsed, Poison):
-            await self.manager.answer_poison(
+            await self.manager.lost.answer_poison(
                 entry_id, parsed, self.client, self.queue, self.consumer
             )
             return
@@ -312,10 +312,12 @@ class Worker:
     async def _answer_claimed(self, entry_id: str, parsed: Job | Poison) -> None:
         try:
             if isinstance(parsed, Poison):
-                await self.manager.answer_poison(
+                await self.manager.lost.answer_poison(
                     entry_id, parsed, self.client, self.queue, self.consumer
                 )
-            elif await self.manager.answer_lost(parsed, self.client, self.queue, self.consumer):
+            elif await self.manager.lost.answer_lost(
+                parsed, self.client, self.queue, self.consumer
+            ):
                 await self._ack(entry_id)
         except Exception as exc:
             _log.error("lost job %s not answered: %s", entry_id, type(exc).__name__)

@@ -52,7 +52,8 @@ from plugin.slack.render import (
     FEEDBACK_UP_ACTION_ID,
     render_evidence,
 )
-from plugin.slack.runs import RunManager, RunRequest
+from plugin.slack.run_request import RunRequest
+from plugin.slack.runs import RunManager
 from plugin.slack.turns import find_recorded_input, latest_turn
 
 __all__ = ["REPLAY_CALLBACK_ID", "Listeners", "request_scope"]
@@ -382,7 +383,9 @@ class Listeners:
         if click is None:
             return
         try:
-            record = await self.manager.load_evidence(_scope(body, context), click.run_id or "")
+            record = await self.manager.answers.load_evidence(
+                _scope(body, context), click.run_id or ""
+            )
         except Exception as exc:
             _log.error("evidence not read: %s", type(exc).__name__)
             self.count(EventResult.DECLINED, "STATE_UNAVAILABLE")
