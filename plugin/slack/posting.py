@@ -52,7 +52,8 @@ def slack_error_code(exc: BaseException) -> str | None:
     its ``error`` field is missing or not a short code (it is never passed on raw)."""
     if not isinstance(exc, SlackApiError) or exc.response is None:
         return None
-    error = exc.response.get("error")
+    data = exc.response.data  # bytes or text when the answer was not JSON (a proxy's page)
+    error = data.get("error") if isinstance(data, dict) else None
     return error if isinstance(error, str) and _CODE.fullmatch(error) else None
 
 
