@@ -37,8 +37,8 @@ from plugin.settings import Settings
 from plugin.slack.alerts import AlertIgnore, cooldown_key, gate_alert, message_query
 from plugin.slack.gate import IgnoreReason, retry_number, slack_ts
 from plugin.slack.metrics import EventResult
+from plugin.slack.mrkdwn import slack_date
 from plugin.slack.posting import say
-from plugin.slack.render import slack_date
 from plugin.slack.run_request import RunRequest
 from plugin.slack.runs import RunManager
 from plugin.slack.turns import latest_turn

@@ -40,6 +40,7 @@ from plugin.harness.hooks import StepHook
 from plugin.harness.run import Harness
 from plugin.settings import Settings
 from plugin.slack.answers import AnswerPoster
+from plugin.slack.blocks import StatusView, render_status
 from plugin.slack.evidence import EvidenceCollector
 from plugin.slack.fence import NO_FENCE, Fence
 from plugin.slack.jobs import Job, JobQueue
@@ -48,7 +49,6 @@ from plugin.slack.lost import LostRuns
 from plugin.slack.pending import PendingRuns
 from plugin.slack.posting import final_status, post_status, say, update
 from plugin.slack.progress import ProgressTracker, StatusBoard, StatusBudget
-from plugin.slack.render import StatusView, render_status
 from plugin.slack.run_request import RunRequest, job_request, session_id, trigger
 from plugin.slack.state import Lease, SharedState, ThreadLeases
 from plugin.slack.wording import (

@@ -15,8 +15,8 @@ from slack_sdk.errors import SlackApiError
 
 from plugin.contract.result import ExecutionResult, Outcome
 from plugin.contract.text import STOP_EXPLANATIONS
+from plugin.slack.mrkdwn import escape
 from plugin.slack.posting import failure_name
-from plugin.slack.render import escape
 
 __all__ = [
     "BUSY",

@@ -15,8 +15,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pytest
 
 from plugin.contract.text import EvidenceCheck
+from plugin.slack.blocks import render_evidence
 from plugin.slack.links import LinkMaker, explore_url, github_anchor, runbook_link, safe_url
-from plugin.slack.render import render_evidence
 from plugin.tools.logs import build_logql
 from plugin.tools.schemas import LogsInput
 from tests.conftest import StartServer
