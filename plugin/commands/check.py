@@ -83,7 +83,7 @@ def _unset(name: str, detail: str) -> CheckResult:
 
 
 def _count_sections(folder: Path) -> tuple[int, int]:
-    from plugin.tools.knowledge import iter_sections
+    from plugin.tools.runbooks import iter_sections
 
     sections = list(iter_sections(folder))
     return len({s.path for s in sections}), len(sections)

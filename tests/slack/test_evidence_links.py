@@ -192,7 +192,7 @@ async def test_a_repeated_heading_links_to_its_own_occurrence(
 ) -> None:
     """GitHub numbers a repeated heading (``mitigation``, ``mitigation-1``…, a fenced line is no
     heading): each section the knowledge index returns links to its own occurrence."""
-    from plugin.tools.knowledge import iter_sections
+    from plugin.tools.runbooks import iter_sections
 
     model = await model_server([])
     runbooks = tmp_path / "runbooks"
