@@ -37,7 +37,8 @@ from plugin.aio import stop_task, stop_tasks, stopping
 from plugin.errors import ConfigError
 from plugin.settings import Settings
 from plugin.slack import add_retry_handlers
-from plugin.slack.jobs import DEFAULT_STREAM, Job, JobQueue, Poison, Taken
+from plugin.slack.job_entry import Job, Poison
+from plugin.slack.jobs import DEFAULT_STREAM, JobQueue, Taken
 from plugin.slack.runs import DEFAULT_LOCK_TTL_SECONDS, RunManager
 from plugin.slack.state import RedisState, connect_redis
 

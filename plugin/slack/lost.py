@@ -22,7 +22,8 @@ from plugin.settings import Settings
 from plugin.slack.answers import AnswerPoster
 from plugin.slack.evidence import EvidenceCollector
 from plugin.slack.fence import Fence, TakeoverVerdict
-from plugin.slack.jobs import Job, JobQueue, Poison
+from plugin.slack.job_entry import Job, Poison
+from plugin.slack.jobs import JobQueue
 from plugin.slack.posting import failure_name, final_status, say
 from plugin.slack.render import QUEUE_LOST_DETAIL, WORKER_LOST_DETAIL
 from plugin.slack.run_request import RunRequest, job_request, session_id, trigger

@@ -12,7 +12,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from plugin.audit.trigger import Trigger
 from plugin.contract.request import PreviousTurn
-from plugin.slack.jobs import Job
+from plugin.slack.job_entry import Job
 
 __all__ = ["RunRequest", "job_request", "session_id", "trigger"]
 

@@ -43,7 +43,8 @@ from plugin.slack.answers import AnswerPoster
 from plugin.slack.blocks import StatusView, render_status
 from plugin.slack.evidence import EvidenceCollector
 from plugin.slack.fence import NO_FENCE, Fence
-from plugin.slack.jobs import Job, JobQueue
+from plugin.slack.job_entry import Job
+from plugin.slack.jobs import JobQueue
 from plugin.slack.links import LinkMaker
 from plugin.slack.lost import LostRuns
 from plugin.slack.pending import PendingRuns
