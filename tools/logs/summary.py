@@ -205,13 +205,16 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"(?<!\d)\d\d:\d\d:\d\d(?:[.,]\d+)?"), WILDCARD),
     # weekday and month names next to a day or year (syslog, RFC 2822, Apache, Java dates):
-    # Mon Jun 14, Jun 14 2023, 14-Jun-2023, 14/Jun/2023:10:00:00
+    # Mon Jun 14, Jun 14 2023, 14-Jun-2023, 14/Jun/2023:10:00:00; January 5, 2026 is one value
     (
         re.compile(r"(?<![A-Za-z])" + _WEEKDAY + r"\.?,? (?=" + _MONTH + r"|\d)"),
         WILDCARD + " ",
     ),
     (
-        re.compile(r"(?<![A-Za-z])" + _MONTH + r"\.?(?= {1,2}\d{1,2}(?!\d)| \d{4}(?!\d)|[-/]\d)"),
+        re.compile(
+            r"(?<![A-Za-z])" + _MONTH + r"\.?(?: {1,2}\d{1,2}, \d{4}(?!\d)"
+            r"|(?= {1,2}\d{1,2}(?!\d)| \d{4}(?!\d)|[-/]\d))"
+        ),
         WILDCARD,
     ),
     (re.compile(r"(?<=\d[-/ ])" + _MONTH + r"(?=[-/ ]\d)"), WILDCARD),
