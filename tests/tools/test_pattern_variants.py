@@ -127,3 +127,15 @@ def test_hostile_windows_stay_fast() -> None:
         started = time.perf_counter()
         variant_targets(counts)
         assert time.perf_counter() - started < 5.0
+
+
+def test_a_long_digit_run_is_a_number_that_keeps_its_unit() -> None:
+    assert message_pattern("got 11721005 bytes (11.1 MB) ok") == "got <*> ok"
+    assert message_pattern("id deadbeef12 ok") == "id <*> ok"  # hex: letters and digits
+
+
+def test_a_literal_keeps_its_trailing_punctuation_when_it_joins() -> None:
+    lines = [f"synchronized to 10.0.0.{n}, stratum 2" for n in range(20)] + [
+        "synchronized to LOCAL(0), stratum 10"
+    ]
+    assert set(window_patterns(lines)) == {"synchronized to <*>, stratum <*>"}

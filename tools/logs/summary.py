@@ -244,12 +244,13 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         WILDCARD,
     ),
-    # hex: 0x…, or a run of 8+ hex characters with a digit
+    # hex: 0x…, or a run of 8+ hex characters with a digit and a letter (digits alone are a
+    # number, which may still take a unit: 11721005 bytes (11.1 MB) is one size)
     (re.compile(_NOT_ALNUM_BEFORE + r"0[xX][0-9a-fA-F]+" + _NOT_ALNUM_AFTER), WILDCARD),
     (
         re.compile(
             _NOT_ALNUM_BEFORE
-            + r"[-+]?(?:(?=[a-fA-F]*\d)[0-9a-fA-F]{8,}|[a-f]{8,}|[A-F]{8,})"
+            + r"[-+]?(?:(?=[a-fA-F]*\d)(?=\d*[a-fA-F])[0-9a-fA-F]{8,}|[a-f]{8,}|[A-F]{8,})"
             + _NOT_ALNUM_AFTER
         ),
         WILDCARD,

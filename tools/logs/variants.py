@@ -4,7 +4,8 @@ The masker (:mod:`plugin.tools.logs.summary`) turns what it recognises as variab
 ``<*>``; what it cannot recognise (a user name, a table, a host without a known suffix) stays a
 literal word and splits one event into several patterns. Two patterns are *variants* of each
 other when they are equal but for ONE space-separated token; the pattern with ``<*>`` in that
-token's place is their *target*. A pattern is merged into a target when either
+token's place (its trailing ``,``, ``;`` or ``:`` kept: ``LOCAL(<*>),`` -> ``<*>,``) is their
+*target*. A pattern is merged into a target when either
 
 * the position is wide: at least :data:`MERGE_VARIANTS` distinct patterns share the target (the
   token takes many values in this window: a variable), or
@@ -53,6 +54,7 @@ MERGE_MAX_TOKENS = 64  # patterns with more tokens, or more characters, are left
 MERGE_MAX_CHARS = 512
 MERGE_MAX_ENTRIES = 262_144  # positions tracked per window (two ints each)
 STOP_EVERY = 32  # patterns between two looks at the stop flag
+_TRAILING = ",;:"
 
 
 def _targets(pattern: str) -> Iterator[str]:
@@ -67,8 +69,9 @@ def _targets(pattern: str) -> Iterator[str]:
     start = 0
     for token in tokens:
         end = start + len(token)
-        if token != WILDCARD and literal - (WILDCARD not in token) >= MERGE_CONTEXT:
-            yield pattern[:start] + WILDCARD + pattern[end:]
+        core = token.rstrip(_TRAILING)  # a word's trailing punctuation is kept around <*>
+        if core and core != WILDCARD and literal - (WILDCARD not in token) >= MERGE_CONTEXT:
+            yield pattern[:start] + WILDCARD + pattern[start + len(core) :]
         start = end + 1
 
 
