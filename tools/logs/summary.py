@@ -146,13 +146,13 @@ _NOT_HOST_BEFORE = r"(?<![A-Za-z0-9.@-])(?<!//)"  # a URL's host names the upstr
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTH = (
-    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    r"(?=[ADFJMNOS])(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
     r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?|"
     + "|".join(m.upper() for m in _MONTHS)
     + ")"
 )
 _WEEKDAY = (
-    r"(?:Mon(?:day)?|Tue(?:s(?:day)?)?|Wed(?:nesday)?|Thu(?:rs?(?:day)?)?|Fri(?:day)?"
+    r"(?=[FMSTW])(?:Mon(?:day)?|Tue(?:s(?:day)?)?|Wed(?:nesday)?|Thu(?:rs?(?:day)?)?|Fri(?:day)?"
     r"|Sat(?:urday)?|Sun(?:day)?|" + "|".join(d.upper() for d in _WEEKDAYS) + ")"
 )
 _HOST_SUFFIX = (
@@ -313,7 +313,7 @@ def _any_of(*needles: str) -> re.Pattern[str]:
     return re.compile("|".join(re.escape(needle) for needle in needles))
 
 
-_MONTH_NEEDLES = re.compile("|".join(_MONTHS), re.IGNORECASE)
+_MONTH_NEEDLES = _any_of(*_MONTHS, *(m.upper() for m in _MONTHS))
 # A rule runs only on text holding one of its needles (a substring test, or one search for an
 # alternation of literals or a short anchored shape every match must contain, costs a fraction
 # of the rule's pass): what a message cannot match costs almost nothing.
@@ -326,7 +326,7 @@ _NEEDLES: dict[re.Pattern[str], str | re.Pattern[str]] = {
     _MASKS[3][0]: _DIGIT_COLON_DIGIT,
     _MASKS[4][0]: re.compile(r"::|[0-9A-Fa-f]:[0-9A-Fa-f]"),
     _MASKS[5][0]: _DIGIT_COLON_DIGIT,
-    _MASKS[6][0]: re.compile("|".join(_WEEKDAYS), re.IGNORECASE),
+    _MASKS[6][0]: _any_of(*_WEEKDAYS, *(d.upper() for d in _WEEKDAYS)),
     _MASKS[7][0]: _MONTH_NEEDLES,
     _MASKS[8][0]: _MONTH_NEEDLES,
     _MASKS[9][0]: re.compile(r"\d\.\d"),
