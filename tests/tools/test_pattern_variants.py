@@ -139,3 +139,11 @@ def test_a_literal_keeps_its_trailing_punctuation_when_it_joins() -> None:
         "synchronized to LOCAL(0), stratum 10"
     ]
     assert set(window_patterns(lines)) == {"synchronized to <*>, stratum <*>"}
+
+
+def test_a_full_table_still_lets_a_literal_join_its_wildcard_form(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(variants, "MERGE_MAX_ENTRIES", 0)
+    counts = {"<*> open through proxy": 30, "wpad:<*> open through proxy": 1}
+    assert variant_targets(counts) == {"wpad:<*> open through proxy": "<*> open through proxy"}

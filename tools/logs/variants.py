@@ -115,10 +115,8 @@ def _best_target(
     the one with the most lines behind it (then the most variants, then the smaller text)."""
     best: tuple[int, int, str] | None = None
     for target in _targets(pattern):
-        entry = positions.get(hash(target))
-        if entry is None:
-            continue
-        variants, lines = entry
+        # not in a full table: the pattern alone there (it may still join its wildcard form)
+        variants, lines = positions.get(hash(target), (1, count))
         behind = patterns.get(target, 0)
         if variants < MERGE_VARIANTS and behind < count:
             continue
