@@ -17,6 +17,7 @@ import os
 import stat
 from typing import BinaryIO
 
+from plugin.commands.errors import PatternsInputError
 from plugin.errors import InputRejection
 
 __all__ = ["MAX_BYTES", "MAX_LINES", "PatternsInputError", "read_lines"]
@@ -24,15 +25,6 @@ __all__ = ["MAX_BYTES", "MAX_LINES", "PatternsInputError", "read_lines"]
 MAX_BYTES = 16 * 1024 * 1024
 MAX_LINES = 100_000
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-
-
-class PatternsInputError(Exception):
-    """The input is refused: ``code`` a stable :class:`InputRejection` value."""
-
-    def __init__(self, code: InputRejection, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def _open_regular(file: str) -> BinaryIO:

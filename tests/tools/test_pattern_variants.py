@@ -21,7 +21,7 @@ from plugin.tools.logs.variants import MERGE_MAX_ENTRIES, MERGE_VARIANTS, varian
         (["node-3 down", "node-12 down"], "node-<*> down"),
         # host:port, with a dash, 3+ labels under a country code, or a known suffix
         (
-            ["to db-primary:3306 lost", "to cache-7:6379 lost", "to 10.0.0.1:80 lost"],
+            ["to db-primary:3306 lost", "to cache-7:6380 lost", "to 10.0.0.1:80 lost"],
             "to <*> lost",
         ),
         (["proxy.cse.cuhk.edu.hk:5070 open", "gw.lab.uni.pl:80 open"], "<*> open"),
