@@ -17,6 +17,8 @@ import pytest
 
 from plugin.tools.logs.summary import _MASKS, KEY_CHARS, full_pattern, mask_message, pattern_key
 
+pytestmark = pytest.mark.solo  # per-byte timings: the serial phase (scripts/test)
+
 SIZE = 32 * 1024
 UNITS = [
     "1.", ".1", "1,", "1:", "1-", "-1", "1 ", "1a", "a1", "a1.", "1a.", "aa", "a", "A", "_A",
