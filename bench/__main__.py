@@ -106,11 +106,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (well under a minute)")
     parser.add_argument("--out", type=Path, default=None, help="write the table as JSON here")
+    parser.add_argument(
+        "--section", action="append", default=[], metavar="TEXT",
+        help="only the sections whose name contains TEXT (repeatable; e.g. 'query_logs')",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     sizes = Sizes.quick() if args.quick else Sizes()
+    chosen = [s for s in SECTIONS if not args.section or any(t in s[0] for t in args.section)]
+    if not chosen:
+        parser.error(f"no section matches {args.section}: {[name for name, _ in SECTIONS]}")
     started = time.perf_counter()
-    rows, seconds = asyncio.run(run_all(sizes))
+    rows, seconds = asyncio.run(run_all(sizes, chosen))
     total = time.perf_counter() - started
     print(render_table(rows))
     print(f"\ntotal {total:.1f} s ({'quick' if args.quick else 'full'} sizes)")

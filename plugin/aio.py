@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
-__all__ = ["stop_task", "stop_tasks", "stopping"]
+__all__ = ["shielded", "stop_task", "stop_tasks", "stopping"]
 
 _log = logging.getLogger(__name__)
 
@@ -60,3 +60,13 @@ async def stop_tasks(tasks: Iterable[asyncio.Task[Any]], timeout_seconds: float 
             with contextlib.suppress(BaseException):
                 task.exception()  # retrieved: never "exception was never retrieved"
     return True
+
+
+async def shielded(work: Coroutine[Any, Any, None]) -> None:
+    """Finish ``work`` even if this task is being cancelled (shutdown): a run's thread is told
+    and its lock released. Never raises: what ``work`` raises is retrieved and dropped."""
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(task)
+    except BaseException:
+        task.add_done_callback(lambda t: None if t.cancelled() else t.exception())

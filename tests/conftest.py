@@ -16,7 +16,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that uses this run's business database runs in the MariaDB group (xdist)."""
     for item in items:
         if "mysql_ro_dsn" in getattr(item, "fixturenames", ()):
-            item.add_marker(MARIADB)
+            for mark in MARIADB:
+                item.add_marker(mark)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -31,11 +31,13 @@ def run_name(base: str) -> str:
     return f"{base}_{RUN}"
 
 
-MARIADB = pytest.mark.xdist_group("mariadb")
-"""The mark of every test module that touches the shared MariaDB server (``pytestmark =
-MARIADB``; tests using ``mysql_ro_dsn`` get it from the root conftest too): under xdist they all
-run on one worker, one after another, as some change server-wide state for a moment (a grant to
-PUBLIC, SET GLOBAL) and all share this run's ``diag_test_<RUN>``."""
+MARIADB = [pytest.mark.solo, pytest.mark.xdist_group("mariadb")]
+"""The marks of every test module that touches the shared MariaDB server (``pytestmark =
+MARIADB``; tests using ``mysql_ro_dsn`` get them from the root conftest too). They run one after
+another, in ``scripts/test``'s serial phase (``-m solo``): some change server-wide state for a
+moment (a grant to PUBLIC, SET GLOBAL), all share this run's ``diag_test_<RUN>``, and several
+time the server's own kill checks, which a busy CPU would blur. Under a plain ``pytest -n N``
+the xdist group still keeps them on one worker."""
 
 TEST_DATABASE = run_name("diag_test")
 TEST_RO_USER = run_name("diag_test_ro")

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -51,7 +50,6 @@ __all__ = [
 ]  # fmt: skip
 
 PROBE_TIMEOUT_SECONDS = 10.0
-_SLACK_ERROR = re.compile(r"[a-z0-9_.]{1,64}")
 
 
 class CheckStatus(StrEnum):
@@ -86,7 +84,7 @@ def _unset(name: str, detail: str) -> CheckResult:
 
 
 def _count_sections(folder: Path) -> tuple[int, int]:
-    from plugin.tools.knowledge import iter_sections
+    from plugin.tools.runbooks import iter_sections
 
     sections = list(iter_sections(folder))
     return len({s.path for s in sections}), len(sections)
@@ -253,12 +251,14 @@ async def _probe_audit_table(conn: Any) -> str:
 # --- Slack -------------------------------------------------------------------------------------
 
 
-def _slack_error(exc: Exception) -> str:
+def _slack_reason(exc: Exception) -> str:
     from slack_sdk.errors import SlackApiError
 
+    from plugin.slack.posting import slack_error_code
+
     if isinstance(exc, SlackApiError):
-        code = str(exc.response.get("error") or "")
-        return f"refused: {code}" if _SLACK_ERROR.fullmatch(code) else "refused"
+        code = slack_error_code(exc)
+        return f"refused: {code}" if code else "refused"
     if isinstance(exc, TimeoutError):
         return f"no answer within {CONNECT_SECONDS:g} s"
     return f"unreachable ({failure_reason(exc)})"
@@ -278,7 +278,7 @@ async def check_slack(settings: Settings) -> CheckResult:
         async with asyncio.timeout(CONNECT_SECONDS * 2):
             auth = await client.auth_test()
     except Exception as exc:
-        return _failed("slack", f"auth.test {_slack_error(exc)}")
+        return _failed("slack", f"auth.test {_slack_reason(exc)}")
     facts: dict[str, Any] = {"team_id": auth.get("team_id"), "bot_user_id": auth.get("user_id")}
     head = f"auth.test ok (bot {auth.get('user_id')} in team {auth.get('team_id')})"
     app = await _app_token(settings)
@@ -308,7 +308,7 @@ async def _memberships(
             async with asyncio.timeout(CONNECT_SECONDS * 2):
                 info = await client.conversations_info(channel=channel)
         except Exception as exc:
-            problems.append((channel, f"conversations.info {_slack_error(exc)}"))
+            problems.append((channel, f"conversations.info {_slack_reason(exc)}"))
             continue
         if (info.get("channel") or {}).get("is_member"):
             member.append(channel)
@@ -334,7 +334,7 @@ async def _app_token(settings: Settings) -> str:
                 app_token=settings.slack_app_token.get_secret_value()
             )
     except Exception as exc:
-        return _slack_error(exc)
+        return _slack_reason(exc)
     return "accepted"
 
 
@@ -403,6 +403,7 @@ PROBES: tuple[tuple[str, Probe], ...] = (
 _PROBE_MODULES = (
     "plugin.tools.logs", "plugin.tools.mysql", "aiomysql",
     "redis.asyncio", "slack_sdk.web.async_client", "plugin.audit", "plugin.audit.jsonl",
+    "plugin.slack.posting",
 )  # fmt: skip
 _RUNBOOK_PROBE_MODULES = ("plugin.tools.knowledge",)
 _MODEL_PROBE_MODULES = (

@@ -161,17 +161,14 @@ async def _patterns(args: argparse.Namespace) -> int:
 
 def _print_patterns(file: str | None) -> int:
     # Plain blocking reads: this command runs nothing else on its loop. The input is one
-    # window, as the summary sees a query's matches: read whole, then grouped.
+    # window, as the summary sees a query's matches: read whole (bounded), then grouped.
+    from plugin.commands.patterns_input import PatternsInputError, read_lines
     from plugin.tools.logs.summary import window_patterns
 
     try:
-        source = open(file, "rb") if file is not None else sys.stdin.buffer
-    except OSError as exc:
-        return _error(InputRejection.INVALID_ARGUMENTS.value, f"cannot read {file}: {exc.strerror}")
-    with source:
-        lines = [
-            raw.removesuffix(b"\n").removesuffix(b"\r").decode("utf-8", "replace") for raw in source
-        ]
+        lines = read_lines(file, sys.stdin.buffer)
+    except PatternsInputError as exc:
+        return _error(exc.code.value, exc.message)
     sys.stdout.writelines(pattern + "\n" for pattern in window_patterns(lines))
     sys.stdout.flush()
     return EXIT_OK

@@ -5,9 +5,15 @@ Each carries a stable ``code`` where the command prints one (CONTRACTS §1: ``er
 
 from __future__ import annotations
 
-from plugin.errors import OperatorError
+from plugin.errors import InputRejection, OperatorError
 
-__all__ = ["EvalDatabaseError", "EvalUsageError", "ReplayError", "SetupError"]
+__all__ = [
+    "EvalDatabaseError",
+    "EvalUsageError",
+    "PatternsInputError",
+    "ReplayError",
+    "SetupError",
+]
 
 
 class ReplayError(OperatorError):
@@ -28,3 +34,12 @@ class EvalDatabaseError(OperatorError):
 
 class SetupError(OperatorError):
     """A failure worth one clear line to the operator."""
+
+
+class PatternsInputError(OperatorError):
+    """``patterns`` refuses its input: ``code`` a stable :class:`InputRejection` value."""
+
+    def __init__(self, code: InputRejection, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message

@@ -35,9 +35,9 @@ from plugin.doubles.recording_slack import RecordingSlackApi, blocks_to_text
 from plugin.settings import Settings
 from plugin.slack import register
 from plugin.slack.alerts import source_of
+from plugin.slack.blocks import EVIDENCE_ACTION_ID
 from plugin.slack.gate import malformed_detail, slack_ts
 from plugin.slack.messages import DIAGNOSE_CALLBACK_ID
-from plugin.slack.render import EVIDENCE_ACTION_ID
 
 __all__ = ["ReplayError", "ReplayOutput", "replay_envelope"]
 

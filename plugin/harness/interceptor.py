@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -56,8 +56,16 @@ from plugin.contract.observations import (
     stop_required_observation,
 )
 from plugin.contract.prompts import prompt_set
-from plugin.errors import CollectionStopped, RunStop, StopReason
+from plugin.errors import StopReason
 from plugin.harness.context import RunContext
+from plugin.harness.decisions import (
+    AFTER_STOP_REQUIRED,
+    Consumed,
+    Decision,
+    Execute,
+    Respond,
+    Stop,
+)
 from plugin.harness.ledger import (
     CANCELLED,
     HarnessCode,
@@ -77,7 +85,7 @@ from plugin.tools.base import (
 )
 from plugin.tools.schemas import KnowledgeInput, LogsInput, MysqlInput
 
-__all__ = ["INPUT_MODELS", "Consumed", "Decision", "Execute", "Respond", "Stop", "ToolInterceptor"]
+__all__ = ["INPUT_MODELS", "ToolInterceptor"]
 
 _log = logging.getLogger(__name__)
 
@@ -88,63 +96,11 @@ INPUT_MODELS: Mapping[ToolName, type[BaseModel]] = {
 }
 
 STOP_REQUIRED_CODE = HarnessCode.STOP_REQUIRED
-AFTER_STOP_REQUIRED = "tool requested after STOP_REQUIRED"
 OVER_CAPACITY = "no room left in the run capacity for the round's answers"
 CUT_OFF_TIMEOUT = AdapterErrorCode.TIMEOUT
 # The run's byte capacity (what the model is given to read) is its context budget: a stop it
 # forces is reported as the token budget's, never as saturation (CONTRACTS §6 has no other name).
 CAPACITY_STOP = StopReason.TOKEN_BUDGET_EXHAUSTED
-
-
-@dataclass(frozen=True, slots=True)
-class Consumed:
-    """The pending call's evaluation this request carries."""
-
-    tool_call_id: str
-    evaluation: Evaluation
-
-
-@dataclass(frozen=True, slots=True)
-class Execute:
-    """Run the adapter with this unwrapped business input."""
-
-    tool: ToolName
-    tool_call_id: str
-    business: Any
-    canonical: str
-    scope: str
-    consumed: Consumed | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Respond:
-    """Answer with this observation; record ``invocation`` unless it is None.
-
-    ``duplicate`` counts one NO_GAIN; ``stop_cause`` marks the answer as STOP_REQUIRED, sent
-    for that cause (the stop reason if the model ignores it).
-    """
-
-    observation: str
-    invocation: Invocation | None
-    consumed: Consumed | None = None
-    duplicate: bool = False
-    stop_cause: StopReason | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Stop:
-    """End the run now with this controlled stop; the request gets no answer."""
-
-    reason: StopReason
-    detail: str
-
-    def signal(self) -> RunStop:
-        if self.detail == AFTER_STOP_REQUIRED:
-            return CollectionStopped(self.reason)
-        return RunStop(self.reason, self.detail)
-
-
-Decision = Execute | Respond | Stop
 
 
 class ToolInterceptor:

@@ -64,6 +64,7 @@ from plugin.service.ops import (
 from plugin.settings import Settings
 from plugin.slack import PluginHandle, register, require_admin_channels
 from plugin.slack.jobs import DEFAULT_STREAM, JobQueue, QueueDepth
+from plugin.slack.posting import slack_error_code
 from plugin.slack.state import connect_redis
 from plugin.wiring import warm_up
 
@@ -156,15 +157,15 @@ def build_app(settings: Settings, *, socket_mode: bool) -> AsyncApp:
     )
 
 
-def _slack_error(exc: SlackApiError) -> str:
-    error = exc.response.get("error") if exc.response is not None else None
-    return error if isinstance(error, str) and error else f"HTTP {exc.response.status_code}"
+def _slack_answer(exc: SlackApiError) -> str:
+    """Slack's error code (``slack_error_code``), or the HTTP status when it gave none."""
+    return slack_error_code(exc) or f"HTTP {exc.response.status_code}"
 
 
 def _reason(exc: BaseException) -> str:
     """One line on why an attempt failed: Slack's error code or the network's, bounded."""
     if isinstance(exc, SlackApiError):
-        return f"Slack answered {_slack_error(exc)}"
+        return f"Slack answered {_slack_answer(exc)}"
     text = " ".join(str(exc).split())
     return f"{failure_reason(exc)}: {text}"[:_MAX_REASON] if text else failure_reason(exc)
 
@@ -203,7 +204,7 @@ class _Connector:
         try:
             await self._app.client.auth_test()
         except SlackApiError as exc:
-            error = _slack_error(exc)
+            error = _slack_answer(exc)
             if exc.response.status_code == 200 and error not in _TRANSIENT:
                 raise ConfigError(
                     f"SLACK_BOT_TOKEN was refused by Slack's auth.test ({error})"

@@ -38,7 +38,8 @@ from plugin.errors import ConfigError
 from plugin.log import log_failure
 from plugin.settings import Settings
 from plugin.slack import add_retry_handlers
-from plugin.slack.jobs import DEFAULT_STREAM, Job, JobQueue, Poison, Taken
+from plugin.slack.job_entry import Job, Poison
+from plugin.slack.jobs import DEFAULT_STREAM, JobQueue, Taken
 from plugin.slack.runs import DEFAULT_LOCK_TTL_SECONDS, RunManager
 from plugin.slack.state import RedisState, connect_redis
 
@@ -221,7 +222,7 @@ class Worker:
         if entry_id in self._running:
             return  # delivered again (its group was created anew) while it runs here
         if isinstance(parsed, Poison):
-            await self.manager.answer_poison(
+            await self.manager.lost.answer_poison(
                 entry_id, parsed, self.client, self.queue, self.consumer
             )
             return
@@ -313,10 +314,12 @@ class Worker:
     async def _answer_claimed(self, entry_id: str, parsed: Job | Poison) -> None:
         try:
             if isinstance(parsed, Poison):
-                await self.manager.answer_poison(
+                await self.manager.lost.answer_poison(
                     entry_id, parsed, self.client, self.queue, self.consumer
                 )
-            elif await self.manager.answer_lost(parsed, self.client, self.queue, self.consumer):
+            elif await self.manager.lost.answer_lost(
+                parsed, self.client, self.queue, self.consumer
+            ):
                 await self._ack(entry_id)
         except Exception as exc:
             log_failure(_log, logging.ERROR, "lost job %s not answered: %s", entry_id, exc=exc)

@@ -33,8 +33,8 @@ from pydantic import ValidationError
 
 from plugin.log import log_failure
 from plugin.settings import Settings
-from plugin.tools.knowledge import HEADING_SEPARATOR, heading_chains, read_runbook
 from plugin.tools.logs import build_logql
+from plugin.tools.runbooks import HEADING_SEPARATOR, heading_chains, read_runbook
 from plugin.tools.schemas import LogsInput
 
 __all__ = [

@@ -31,6 +31,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from plugin.contract.request import slack_ts_moment
 from plugin.log import log_failure
 from plugin.settings import Settings
+from plugin.slack.blocks import (
+    CANCEL_ACTION_ID,
+    EVIDENCE_ACTION_ID,
+    FEEDBACK_DOWN_ACTION_ID,
+    FEEDBACK_UP_ACTION_ID,
+    render_evidence,
+)
 from plugin.slack.feedback import (
     FEEDBACK_VIEW_ID,
     FeedbackDesk,
@@ -46,14 +53,8 @@ from plugin.slack.gate import (
     slack_ts,
 )
 from plugin.slack.metrics import EventResult
-from plugin.slack.render import (
-    CANCEL_ACTION_ID,
-    EVIDENCE_ACTION_ID,
-    FEEDBACK_DOWN_ACTION_ID,
-    FEEDBACK_UP_ACTION_ID,
-    render_evidence,
-)
-from plugin.slack.runs import RunManager, RunRequest
+from plugin.slack.run_request import RunRequest
+from plugin.slack.runs import RunManager
 from plugin.slack.turns import find_recorded_input, latest_turn
 
 __all__ = ["REPLAY_CALLBACK_ID", "Listeners", "request_scope"]
@@ -387,7 +388,9 @@ class Listeners:
         if click is None:
             return
         try:
-            record = await self.manager.load_evidence(_scope(body, context), click.run_id or "")
+            record = await self.manager.answers.load_evidence(
+                _scope(body, context), click.run_id or ""
+            )
         except Exception as exc:
             log_failure(_log, logging.ERROR, "evidence not read: %s", exc=exc)
             self.count(EventResult.DECLINED, "STATE_UNAVAILABLE")

@@ -38,8 +38,10 @@ from plugin.settings import Settings
 from plugin.slack.alerts import AlertIgnore, cooldown_key, gate_alert, message_query
 from plugin.slack.gate import IgnoreReason, retry_number, slack_ts
 from plugin.slack.metrics import EventResult
-from plugin.slack.render import slack_date
-from plugin.slack.runs import RunManager, RunRequest
+from plugin.slack.mrkdwn import slack_date
+from plugin.slack.posting import say
+from plugin.slack.run_request import RunRequest
+from plugin.slack.runs import RunManager
 from plugin.slack.turns import latest_turn
 
 __all__ = [
@@ -167,12 +169,12 @@ class MessageDiagnosis:
         size = len(request.query.encode("utf-8", "surrogatepass"))
         if not request.query.strip():
             self.count(EventResult.DECLINED, "NO_TEXT")
-            await self.manager.say(request, NO_TEXT)
+            await say(request, NO_TEXT)
             return False
         if size > self.max_query_bytes:
             _log.info("refused a %s: its text is %d bytes", kind.lower(), size)
             self.count(EventResult.DECLINED, "QUERY_TOO_LARGE")
-            await self.manager.say(request, too_large(size, self.max_query_bytes))
+            await say(request, too_large(size, self.max_query_bytes))
             return False
         started = await self.manager.submit(request)
         if started is None:
@@ -295,9 +297,7 @@ class MessageDiagnosis:
         if holder_ts is None:  # the earlier run's mark expired a moment ago: say so plainly
             holder_ts = request.thread_ts
         permalink = await self._permalink(request.client, request.channel, holder_ts)
-        await self.manager.say(
-            request, cooldown_pointer(holder_ts, permalink, self.cooldown_seconds)
-        )
+        await say(request, cooldown_pointer(holder_ts, permalink, self.cooldown_seconds))
 
     async def _permalink(self, client: AsyncWebClient, channel: str, ts: str) -> str | None:
         """Slack's permalink of the earlier alert, if Slack gives one in a safe shape."""

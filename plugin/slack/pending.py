@@ -28,7 +28,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from plugin.aio import stop_task, stop_tasks, stopping
 from plugin.log import log_failure
 from plugin.slack.fence import TakeoverVerdict
-from plugin.slack.jobs import Job, JobQueue, WatchedRun, WatchState
+from plugin.slack.job_entry import Job
+from plugin.slack.jobs import JobQueue, WatchedRun, WatchState
 from plugin.slack.state import Lease, RedisState, SharedState
 
 __all__ = ["WATCH_SECONDS", "PendingRuns", "confirm_seconds"]

@@ -29,7 +29,7 @@ from plugin.harness.hooks import StepHook
 from plugin.harness.ledger import Invocation
 from plugin.harness.state import ModelRound, RunState
 from plugin.log import log_failure
-from plugin.slack.render import StatusView
+from plugin.slack.blocks import StatusView
 from plugin.tools.base import ToolName
 
 __all__ = ["QUEUED_EVERY_TICKS", "ProgressTracker", "StatusBoard", "StatusBudget", "TokenBucket"]

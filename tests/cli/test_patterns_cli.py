@@ -5,10 +5,13 @@ display cut); invalid UTF-8 is read with replacement characters; exit 0."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from plugin.tools.logs.summary import PATTERN_CHARS, Grid, Tally
 from tests.cli.test_cli import REPO
@@ -94,3 +97,61 @@ async def test_the_input_is_one_window_as_the_summary_groups_it() -> None:
     assert out.decode().split("\n")[:-1] == [
         "Failed password for invalid user <*> from <*> port <*>"
     ] * len(users)
+
+
+async def test_input_over_the_line_bound_is_refused_with_a_stable_code() -> None:
+    from plugin.commands.patterns_input import MAX_LINES
+
+    code, out, _ = await _patterns(stdin=b"x 1\n" * (MAX_LINES + 1))
+    assert code == 2
+    assert json.loads(out)["error"]["code"] == "INPUT_TOO_LARGE"
+
+
+async def test_input_at_the_line_bound_is_read() -> None:
+    from plugin.commands.patterns_input import MAX_LINES
+
+    code, out, _ = await _patterns(stdin=b"x 1\n" * MAX_LINES)
+    assert code == 0 and out.count(b"\n") == MAX_LINES
+
+
+async def test_a_file_over_the_byte_bound_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    from plugin.commands.patterns_input import MAX_BYTES
+
+    path = tmp_path / "big.log"
+    with path.open("wb") as handle:
+        handle.truncate(MAX_BYTES + 1)  # sparse: no 16 MiB written
+    code, out, _ = await _patterns(str(path))
+    assert code == 2 and json.loads(out)["error"]["code"] == "INPUT_TOO_LARGE"
+
+
+async def test_stdin_over_the_byte_bound_is_refused() -> None:
+    from plugin.commands.patterns_input import MAX_BYTES
+
+    code, out, _ = await _patterns(stdin=b"y" * (MAX_BYTES + 1))
+    assert code == 2 and json.loads(out)["error"]["code"] == "INPUT_TOO_LARGE"
+
+
+@pytest.mark.parametrize("target", ["/proc/self/status", "/dev/zero", "outside.log"])
+async def test_a_symlink_is_refused_not_followed(tmp_path: Path, target: str) -> None:
+    (tmp_path / "outside.log").write_text("secret 1\n", encoding="utf-8")
+    link = tmp_path / "messages.log"
+    link.symlink_to(target if target.startswith("/") else tmp_path / target)
+    code, out, _ = await _patterns(str(link))
+    error = json.loads(out)["error"]
+    assert code == 2 and error["code"] == "INVALID_ARGUMENTS"
+    assert "symbolic link" in error["message"]
+
+
+async def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)
+    code, out, _ = await _patterns(str(fifo))  # a blocking open would hang until the timeout
+    error = json.loads(out)["error"]
+    assert code == 2 and error["code"] == "INVALID_ARGUMENTS" and "regular" in error["message"]
+
+
+@pytest.mark.parametrize("special", ["/dev/null", "/dev/zero", "."])
+async def test_a_device_or_a_directory_is_refused(tmp_path: Path, special: str) -> None:
+    code, out, _ = await _patterns(str(tmp_path) if special == "." else special)
+    error = json.loads(out)["error"]
+    assert code == 2 and error["code"] == "INVALID_ARGUMENTS" and "regular" in error["message"]

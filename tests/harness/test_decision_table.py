@@ -13,8 +13,9 @@ from plugin.contract.envelope import Evaluation
 from plugin.errors import StopReason
 from plugin.harness.budget import Budgets
 from plugin.harness.context import RunContext
+from plugin.harness.decisions import Execute, Respond, Stop
 from plugin.harness.hooks import HookSet
-from plugin.harness.interceptor import Execute, Respond, Stop, ToolInterceptor
+from plugin.harness.interceptor import ToolInterceptor
 from tests.harness.support import LOGS_INPUT, adapters
 
 BUDGETS = Budgets(

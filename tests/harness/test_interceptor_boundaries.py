@@ -32,16 +32,9 @@ from plugin.contract.prompts import prompt_set
 from plugin.errors import CollectionStopped, RunStop, StopReason
 from plugin.harness.budget import Budgets
 from plugin.harness.context import RunContext
+from plugin.harness.decisions import AFTER_STOP_REQUIRED, Consumed, Execute, Respond, Stop
 from plugin.harness.hooks import HookSet
-from plugin.harness.interceptor import (
-    AFTER_STOP_REQUIRED,
-    OVER_CAPACITY,
-    Consumed,
-    Execute,
-    Respond,
-    Stop,
-    ToolInterceptor,
-)
+from plugin.harness.interceptor import OVER_CAPACITY, ToolInterceptor
 from plugin.harness.ledger import CANCELLED, HarnessCode, Invocation, InvocationStatus
 from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
 from plugin.tools.schemas import KnowledgeInput, KnowledgeItem

@@ -17,10 +17,14 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from plugin.tools.base import AdapterCall, Ready
 from plugin.tools.knowledge import KnowledgeAdapter
 from plugin.tools.logs import JsonlLogSource, LogsAdapter
 from plugin.tools.schemas import KnowledgeInput, LogLevel, LogsInput
+
+pytestmark = pytest.mark.solo  # loop lag under CPU load: the serial phase (scripts/test)
 
 KB = 1024
 UNITS = ["a.", "a-", "eyJ-", "key-", "a.password=", 'password="x ', "://a:", "# ", "Bearer "]

@@ -17,9 +17,10 @@ from typing import Any
 
 from plugin.contract.result import Outcome
 from plugin.tools.base import AdapterCall, Ready, ToolName
-from plugin.tools.knowledge import KnowledgeAdapter, iter_sections
+from plugin.tools.knowledge import KnowledgeAdapter
 from plugin.tools.logs import JsonlLogSource, LogsAdapter
 from plugin.tools.mysql import MysqlAdapter
+from plugin.tools.runbooks import iter_sections
 from plugin.tools.schemas import KnowledgeInput, LogItem, LogsInput
 from tests.conftest import StartServer
 from tests.harness.support import call, draft_json, final_step, tool_step

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from plugin.doubles.recording_slack import RecordingSlackApi
-from plugin.slack.jobs import Job, Poison, parse_entry
+from plugin.slack.job_entry import Job, Poison, parse_entry
 from plugin.slack.state import MemoryState, RedisState, SharedState
 from tests.conftest import StartServer
 from tests.harness.support import draft_json, final_step

@@ -15,7 +15,7 @@ import pytest
 from redis.asyncio import Redis
 
 from plugin.contract.text import EvidenceCheck, render_evidence_text
-from plugin.slack.render import EVIDENCE_ACTION_ID, render_evidence
+from plugin.slack.blocks import EVIDENCE_ACTION_ID, render_evidence
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, tool_step
 from tests.slack.support import (

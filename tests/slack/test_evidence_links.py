@@ -15,8 +15,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pytest
 
 from plugin.contract.text import EvidenceCheck
+from plugin.slack.blocks import render_evidence
 from plugin.slack.links import LinkMaker, explore_url, github_anchor, runbook_link, safe_url
-from plugin.slack.render import render_evidence
 from plugin.tools.logs import build_logql
 from plugin.tools.schemas import LogsInput
 from tests.conftest import StartServer
@@ -192,7 +192,7 @@ async def test_a_repeated_heading_links_to_its_own_occurrence(
 ) -> None:
     """GitHub numbers a repeated heading (``mitigation``, ``mitigation-1``…, a fenced line is no
     heading): each section the knowledge index returns links to its own occurrence."""
-    from plugin.tools.knowledge import iter_sections
+    from plugin.tools.runbooks import iter_sections
 
     model = await model_server([])
     runbooks = tmp_path / "runbooks"

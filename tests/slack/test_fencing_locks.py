@@ -12,8 +12,8 @@ from pathlib import Path
 
 from plugin.doubles.scripted_model import ModelStep
 from plugin.slack.jobs import DEFAULT_STREAM, JobQueue
-from plugin.slack.runs import BUSY
 from plugin.slack.state import DEFAULT_NAMESPACE, connect_redis
+from plugin.slack.wording import BUSY
 from tests.conftest import StartServer
 from tests.harness.support import draft_json
 from tests.slack.redis_server import own_redis

@@ -21,15 +21,9 @@ from hypothesis import strategies as st
 from plugin.contract.draft import DiagnosisDraft
 from plugin.contract.result import ExecutionResult
 from plugin.contract.text import EvidenceCheck, one_line, render_evidence_text, render_text
-from plugin.slack.render import (
-    SlackMessage,
-    StatusView,
-    escape,
-    mrkdwn_escape,
-    render_evidence,
-    render_result,
-    render_status,
-)
+from plugin.slack.blocks import SlackMessage, StatusView, render_evidence, render_status
+from plugin.slack.mrkdwn import escape, mrkdwn_escape
+from plugin.slack.render import render_result
 
 IDENTIFIERS = [
     "ord_10290", "ERR_DB_POOL_EXHAUSTED", "__init__", "_private", "trailing_", "a__b",

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from plugin.slack.fence import RunFence, TakeoverVerdict
-from plugin.slack.jobs import GROUP, Job, JobQueue, Poison, Taken, parse_entry
+from plugin.slack.job_entry import Job, Poison, parse_entry
+from plugin.slack.jobs import GROUP, JobQueue, Taken
 from plugin.slack.state import connect_redis
 from tests.slack.support import closed_port, require_redis
 

@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 
 from plugin.doubles.scripted_model import ModelStep
 from plugin.slack.progress import StatusBudget, TokenBucket
-from plugin.slack.runs import BUSY
+from plugin.slack.wording import BUSY
 from tests.conftest import StartServer
 from tests.harness.support import draft_json
 from tests.slack.support import (

@@ -10,7 +10,7 @@ from typing import Any
 from plugin.commands.replay import replay_envelope
 from plugin.contract.text import render_text
 from plugin.doubles.scripted_model import ModelStep
-from plugin.slack.render import (
+from plugin.slack.blocks import (
     CANCEL_ACTION_ID,
     EVIDENCE_ACTION_ID,
     FEEDBACK_DOWN_ACTION_ID,

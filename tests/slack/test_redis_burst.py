@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from plugin.slack.jobs import Job, JobQueue
+from plugin.slack.job_entry import Job
+from plugin.slack.jobs import JobQueue
 from plugin.slack.state import REDIS_MAX_CONNECTIONS, Lease, RedisState, connect_redis
 from tests.slack.support import redis_url, require_redis
 

@@ -15,15 +15,9 @@ from plugin.contract.draft import DiagnosisDraft
 from plugin.contract.result import ExecutionResult
 from plugin.contract.text import STOP_EXPLANATIONS
 from plugin.errors import StopReason
-from plugin.slack.render import (
-    CANCEL_ACTION_ID,
-    SlackMessage,
-    StatusView,
-    escape,
-    mrkdwn_escape,
-    render_result,
-    render_status,
-)
+from plugin.slack.blocks import CANCEL_ACTION_ID, SlackMessage, StatusView, render_status
+from plugin.slack.mrkdwn import escape, mrkdwn_escape
+from plugin.slack.render import render_result
 
 HOSTILE = "<!channel> <@U123ABC> @here <https://evil|click> & *bold* @everyone <!here>"
 RAW_MARKERS = ("<!channel>", "<@U123ABC>", "<https://evil|click>", "<!here>")

@@ -22,14 +22,9 @@ from plugin.contract.draft import DiagnosisDraft, DraftDefect
 from plugin.contract.result import ExecutionResult, FailureCode
 from plugin.contract.text import render_text
 from plugin.errors import StopReason
-from plugin.slack.render import (
-    SlackMessage,
-    StatusView,
-    escape,
-    mrkdwn_escape,
-    render_result,
-    render_status,
-)
+from plugin.slack.blocks import SlackMessage, StatusView, render_status
+from plugin.slack.mrkdwn import escape, mrkdwn_escape
+from plugin.slack.render import render_result
 from plugin.tools.base import ToolName
 from tests.slack.test_render import _assert_limits
 

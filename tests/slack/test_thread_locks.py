@@ -19,8 +19,8 @@ from redis.asyncio import Redis
 
 from plugin.commands.replay import replay_envelope
 from plugin.doubles.scripted_model import ModelStep
-from plugin.slack.runs import BUSY, UNAVAILABLE
 from plugin.slack.state import DEFAULT_NAMESPACE
+from plugin.slack.wording import BUSY, UNAVAILABLE
 from tests.conftest import StartServer
 from tests.harness.support import draft_json, final_step, settings_for
 from tests.slack.support import (

@@ -22,8 +22,8 @@ from redis.asyncio import Redis
 
 from plugin.doubles.recording_slack import RecordingSlackApi
 from plugin.doubles.scripted_model import ModelStep
+from plugin.slack.blocks import EVIDENCE_ACTION_ID, FEEDBACK_UP_ACTION_ID
 from plugin.slack.jobs import DEFAULT_STREAM, GROUP
-from plugin.slack.render import EVIDENCE_ACTION_ID, FEEDBACK_UP_ACTION_ID
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, tool_step
 from tests.slack.serve_support import (

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from plugin.tools.base import AdapterCall, Ready
-from plugin.tools.knowledge import KnowledgeAdapter, iter_sections
+from plugin.tools.knowledge import KnowledgeAdapter
+from plugin.tools.runbooks import iter_sections
 from plugin.tools.schemas import KnowledgeInput, KnowledgeItem
 
 OUTSIDE = "zebrafish outside canary 7741"

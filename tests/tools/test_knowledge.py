@@ -17,9 +17,9 @@ from plugin.tools.knowledge import (
     KnowledgeStore,
     Segmenter,
     bigram_tokens,
-    iter_sections,
     jieba_tokens,
 )
+from plugin.tools.runbooks import iter_sections
 from plugin.tools.schemas import KnowledgeInput, KnowledgeItem
 
 PAY, DB, PSP = "payment-api.zh.md", "db-connection-pool.en.md", "third-party-psp-timeout.zh.md"

@@ -1,10 +1,10 @@
 """Issue 20: a runbook is judged on its open descriptor, not on a check made before the open.
 
-The folder is listed (``_scan``), then read (``_read``); between the two — or between any check
-and the open — a listed file may be swapped for a FIFO, a symlink out of the folder, a link to
-a ``/dev`` path, a device node, or one of its directories for a symlink. Real FIFOs, symlinks
-and (when permitted) device nodes in ``tmp_path``; every read runs in a daemon thread with a
-liveness bound, so a read that blocks fails the test instead of hanging the suite.
+The folder is listed (``scan``), then read (``read_sections``); between the two — or between
+any check and the open — a listed file may be swapped for a FIFO, a symlink out of the folder, a
+link to a ``/dev`` path, a device node, or one of its directories for a symlink. Real FIFOs,
+symlinks and (when permitted) device nodes in ``tmp_path``; every read runs in a daemon thread
+with a liveness bound, so a read that blocks fails the test instead of hanging the suite.
 """
 
 from __future__ import annotations
@@ -18,7 +18,13 @@ from typing import TypeVar
 
 import pytest
 
-from plugin.tools.knowledge import MAX_RUNBOOK_BYTES, _open_inside, _read, _read_regular, _scan
+from plugin.tools.runbooks import (
+    MAX_RUNBOOK_BYTES,
+    _open_inside,
+    _read_regular,
+    read_sections,
+    scan,
+)
 
 T = TypeVar("T")
 OUTSIDE = "outside-canary-20h"
@@ -55,10 +61,10 @@ def folder(tmp_path: Path) -> Path:
 
 def titles_read(root: Path, swap: Callable[[], None]) -> set[str]:
     """List, swap, then read: the titles of the sections read."""
-    sources = _scan(root)
+    sources = scan(root)
     assert [s.rel for s in sources] == ["a.md", "b.md", "sub/c.md"]
     swap()
-    sections, _ = bounded(lambda: _read(root, sources))
+    sections, _ = bounded(lambda: read_sections(root, sources))
     return {section.title for section in sections}
 
 
@@ -148,6 +154,6 @@ def test_a_symlink_inside_the_folder_is_still_served(folder: Path) -> None:
     resolved path, each part of which is opened without following a link."""
     (folder / "sub" / "c.md").unlink()
     (folder / "sub" / "c.md").symlink_to(folder / "b.md")
-    sources = _scan(folder)
-    sections, _ = bounded(lambda: _read(folder, sources))
+    sources = scan(folder)
+    sections, _ = bounded(lambda: read_sections(folder, sources))
     assert sorted(s.path for s in sections if s.title == "beta runbook") == ["b.md", "sub/c.md"]

@@ -71,6 +71,23 @@ async def test_a_link_to_a_regular_file_outside_is_skipped(logs: Path, tmp_path:
     await _only_the_regular_file_is_read(logs)
 
 
+async def test_a_hard_link_to_a_file_outside_is_skipped(logs: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("\n".join(_lines("secret outside")) + "\n", encoding="utf-8")
+    try:
+        os.link(outside, logs / HOUR)
+    except OSError:
+        pytest.skip("no hard links on this file system")
+    assert (logs / HOUR).stat().st_nlink == 2
+    await _only_the_regular_file_is_read(logs)
+
+
+async def test_a_regular_file_with_one_name_is_read(logs: Path) -> None:
+    _write(logs, HOUR, _lines("own file"))
+    messages, summary, _ = await _query(logs)
+    assert summary.matched == 4 and "regular line" in messages
+
+
 async def test_a_linked_day_or_service_folder_is_skipped(tmp_path: Path) -> None:
     _write(tmp_path / "elsewhere", "2026-11-28/10.jsonl", _lines("secret outside"))
     day = tmp_path / "linked-day"

@@ -1,8 +1,9 @@
 """Opening a log file only when it is a regular file reached from the folder without a link.
 
 :func:`open_inside` walks the relative path one directory at a time with ``O_NOFOLLOW`` and
-decides on the open descriptor (``fstat``): a link (to ``/proc`` or anywhere), a FIFO, a device,
-a socket or a directory is skipped, never read.
+decides on the open descriptor (``fstat``): a link (to ``/proc`` or anywhere), a hard-linked file
+(``st_nlink > 1``: a second name of a file kept elsewhere), a FIFO, a device, a socket or a
+directory is skipped, never read.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ _NOT_A_FILE = frozenset(
 def open_inside(folder: Path, rel: Path) -> tuple[IO[bytes], int] | None:
     """``folder/rel`` opened for reading with its size, only if it is a regular file reached
     from ``folder`` without following any link; ``None`` for anything else (missing, a link —
-    to ``/proc`` or anywhere —, a FIFO, a device, a socket, a directory). The folder itself
-    may be a link. Each directory is opened with ``O_NOFOLLOW`` relative to the one before,
-    the file with ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO never blocks the open), and ``fstat``
-    on the open descriptor decides. Other errors (permission, I/O) propagate as ``OSError``."""
+    to ``/proc`` or anywhere —, a hard-linked file, a FIFO, a device, a socket, a directory).
+    The folder itself may be a link. Each directory is opened with ``O_NOFOLLOW`` relative to
+    the one before, the file with ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO never blocks the open),
+    and ``fstat`` on the open descriptor decides. Other errors (permission, I/O) propagate as
+    ``OSError``."""
     parts = rel.parts
     if not parts or any(part in {"", ".", ".."} for part in parts):
         return None
@@ -61,6 +63,12 @@ def _regular(fd: int, rel: Path) -> tuple[IO[bytes], int] | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             logger.warning("skipped %s: not a regular file", rel.as_posix())
+            os.close(fd)
+            return None
+        if info.st_nlink > 1:
+            # A hard link is a second name of a file that may live anywhere on the same file
+            # system (a copy of a secret planted under an hour's name): refused like a symlink.
+            logger.warning("skipped %s: hard-linked (%d names)", rel.as_posix(), info.st_nlink)
             os.close(fd)
             return None
         os.set_blocking(fd, True)

@@ -5,10 +5,14 @@ split over hours or processes). What it keeps per line is constant: the matched 
 first and last instant, one bucket counter, and one entry per distinct *pattern key*.
 
 Pattern mining is a masker, not a clustering algorithm: variable parts of a message (numbers
-with their sign, durations, byte sizes, hex, UUIDs, IPv4/IPv6/MAC addresses, host names and
-``host:port``, ids mixing letters and digits, dates and times in ISO, syslog, ctime, RFC 2822,
-Apache and US forms, quoted values) become ``<*>``, then a Drain-like step
-(:func:`variant_targets`) merges patterns equal but for one word that takes many values
+with their sign or comparator, durations with an attached or spelled unit, byte sizes, hex,
+UUIDs, IPv4/IPv6/MAC addresses, host names and ``host:port``, ids mixing letters and digits,
+dates and times in ISO, syslog, ctime, RFC 2822, Apache and US forms with month and weekday
+names abbreviated, full or in capitals, quoted values, an empty ``()`` where a value stands)
+become ``<*>``; wildcards joined by punctuation (``<*>,<*>``) and a run of one masked token
+repeated (a list of values of varying length) become one. Then a Drain-like step
+(:func:`plugin.tools.logs.variants.variant_targets`) merges patterns equal but for one word
+that takes many values, or one literal word beside the same pattern with ``<*>`` in its place
 (``bench/patterns.py`` compares it with Drain3 on the Loghub samples, the bundled incident and
 a mix of 20 message shapes). Its cost is kept off the per-line path:
 
@@ -43,11 +47,12 @@ import json
 import re
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
+from plugin.tools.logs.variants import MERGE_VARIANTS, STOP_EVERY, WILDCARD, variant_targets
 from plugin.tools.redact import HEADROOM, redact_prefix
 from plugin.tools.schemas import LogBuckets, LogPattern, LogSummary
 from plugin.tools.threads import NEVER, OutOfTime, Stop, Stopped
@@ -57,6 +62,7 @@ __all__ = [
     "KEY_CHARS",
     "MAX_BUCKETS",
     "MAX_KEYS",
+    "MERGE_VARIANTS",
     "PATTERN_BYTES",
     "PATTERN_CHARS",
     "TOP_MESSAGES",
@@ -81,14 +87,9 @@ PATTERN_CHARS = 160
 PATTERN_BYTES = 320  # one pattern as a JSON string, worst case (escapes, CJK)
 KEY_CHARS = PATTERN_CHARS + HEADROOM
 MAX_KEYS = 20_000
-MERGE_VARIANTS = 6  # distinct patterns differing in one token that are merged (see variant_targets)
-MERGE_CONTEXT = 2  # literal tokens (no <*>) the rest of a merged pattern must keep
-MERGE_MAX_TOKENS = 64  # patterns with more tokens, or more characters, are left as they are
-MERGE_MAX_CHARS = 512
 PATTERN_CACHE = 65_536
-WILDCARD = "<*>"
 _MARK = "…"
-_STOP_EVERY = 32  # keys masked between two looks at the stop flag (~1 ms)
+_STOP_EVERY = STOP_EVERY  # keys masked between two looks at the stop flag (~1 ms)
 _DIGITS = bytes.maketrans(b"123456789", b"000000000")
 
 
@@ -140,8 +141,20 @@ def pattern_keys(messages: Sequence[str]) -> list[bytes]:
 _NOT_ALNUM_BEFORE = r"(?<![A-Za-z0-9])"
 _NOT_ALNUM_AFTER = r"(?![A-Za-z0-9])"
 _NOT_HOST_BEFORE = r"(?<![A-Za-z0-9.@-])(?<!//)"  # a URL's host names the upstream: kept
-_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
-_WEEKDAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+# Month and weekday names, abbreviated, full or in capitals (Jan, January, JAN; Thu, Thurs,
+# Thursday, THU): masked as date parts, i.e. only beside a day, a year or another date part.
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTH = (
+    r"(?=[ADFJMNOS])(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?|"
+    + "|".join(m.upper() for m in _MONTHS)
+    + ")"
+)
+_WEEKDAY = (
+    r"(?=[FMSTW])(?:Mon(?:day)?|Tue(?:s(?:day)?)?|Wed(?:nesday)?|Thu(?:rs?(?:day)?)?|Fri(?:day)?"
+    r"|Sat(?:urday)?|Sun(?:day)?|" + "|".join(d.upper() for d in _WEEKDAYS) + ")"
+)
 _HOST_SUFFIX = (
     r"(?:com|net|org|io|dev|app|cloud|local|localdomain|internal|lan|corp|home|svc|cluster|edu|gov"
     r"|info|biz|co|ac)"
@@ -192,18 +205,19 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"(?<!\d)\d\d:\d\d:\d\d(?:[.,]\d+)?"), WILDCARD),
     # weekday and month names next to a day or year (syslog, RFC 2822, Apache, Java dates):
-    # Mon Jun 14, Jun 14 2023, 14-Jun-2023, 14/Jun/2023:10:00:00
+    # Mon Jun 14, Jun 14 2023, 14-Jun-2023, 14/Jun/2023:10:00:00; January 5, 2026 is one value
     (
-        re.compile(r"(?<![A-Za-z])" + _WEEKDAY + r"[a-z]{0,6}\.?,? (?=" + _MONTH + r"|\d)"),
+        re.compile(r"(?<![A-Za-z])" + _WEEKDAY + r"\.?,? (?=" + _MONTH + r"|\d)"),
         WILDCARD + " ",
     ),
     (
         re.compile(
-            r"(?<![A-Za-z])" + _MONTH + r"[a-z]{0,6}\.?(?= {1,2}\d{1,2}(?!\d)| \d{4}(?!\d)|[-/]\d)"
+            r"(?<![A-Za-z])" + _MONTH + r"\.?(?: {1,2}\d{1,2}, \d{4}(?!\d)"
+            r"|(?= {1,2}\d{1,2}(?!\d)| \d{4}(?!\d)|[-/]\d))"
         ),
         WILDCARD,
     ),
-    (re.compile(r"(?<=\d[-/ ])" + _MONTH + r"[a-z]{0,6}(?=[-/ ]\d)"), WILDCARD),
+    (re.compile(r"(?<=\d[-/ ])" + _MONTH + r"(?=[-/ ]\d)"), WILDCARD),
     # IPv4 with an optional port
     (re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\d.])"), WILDCARD),
     # host names: a dotted name under a common suffix (node-7.prod.example.com, *.internal,
@@ -230,12 +244,13 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         WILDCARD,
     ),
-    # hex: 0x…, or a run of 8+ hex characters with a digit
+    # hex: 0x…, or a run of 8+ hex characters with a digit and a letter (digits alone are a
+    # number, which may still take a unit: 11721005 bytes (11.1 MB) is one size)
     (re.compile(_NOT_ALNUM_BEFORE + r"0[xX][0-9a-fA-F]+" + _NOT_ALNUM_AFTER), WILDCARD),
     (
         re.compile(
             _NOT_ALNUM_BEFORE
-            + r"[-+]?(?:(?=[a-fA-F]*\d)[0-9a-fA-F]{8,}|[a-f]{8,}|[A-F]{8,})"
+            + r"[-+]?(?:(?=[a-fA-F]*\d)(?=\d*[a-fA-F])[0-9a-fA-F]{8,}|[a-f]{8,}|[A-F]{8,})"
             + _NOT_ALNUM_AFTER
         ),
         WILDCARD,
@@ -246,6 +261,15 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
             _NOT_ALNUM_BEFORE
             + r"(?<![0-9][.,])[-+]?\d+(?:[.,]\d+)* ?(?:[KMGTPE]i?B|B|bytes)"
             + _NOT_ALNUM_AFTER
+        ),
+        WILDCARD,
+    ),
+    # durations with a spelled unit after a space are one value, unit and comparator included:
+    # <1 sec, 12 seconds, 3 min, 1.5 hours -> <*> (as 00:01 is)
+    (
+        re.compile(
+            r"(?<![A-Za-z0-9<>])(?:[<>]=?|~)?(?<![0-9][.,])\d+(?:[.,]\d+)* "
+            r"(?:[mun]?secs?|[mun]?seconds?|mins?|minutes?|hrs?|hours?|days?)" + _NOT_ALNUM_AFTER
         ),
         WILDCARD,
     ),
@@ -277,9 +301,11 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     # every remaining digit run (a version's dots included), with its sign where one stands
     # alone before it (offset=-12, blk_-1608…; node-3 keeps its dash): no digit is ever shown
     (re.compile(r"(?:(?<![A-Za-z0-9])[-+])?\d+(?:[.,]\d+)*"), WILDCARD),
-    # adjacent wildcards joined by punctuation collapse: <*>.<*>, <*>:<*>, and a value with its
-    # other rendering in brackets: 1190 bytes (1.16 KB) -> <*> (<*>) -> <*>
-    (re.compile(r"<\*>(?:[.:/-]<\*>| \(<\*>\))+"), WILDCARD),
+    # an empty value in brackets where a value stands: host () vs host (name) -> (<*>)
+    (re.compile(r"(?<![^ =:,])\(\)(?![^ ,;.])"), "(" + WILDCARD + ")"),
+    # adjacent wildcards joined by punctuation collapse: <*>.<*>, <*>:<*>, a list <*>,<*>, and
+    # a value with its other rendering in brackets: 1190 bytes (1.16 KB) -> <*> (<*>) -> <*>
+    (re.compile(r"<\*>(?:[.:/,-]<\*>| \(<\*>\))+"), WILDCARD),
 )
 
 
@@ -287,7 +313,7 @@ def _any_of(*needles: str) -> re.Pattern[str]:
     return re.compile("|".join(re.escape(needle) for needle in needles))
 
 
-_MONTH_NEEDLES = _any_of(*_MONTH.removeprefix("(?:").removesuffix(")").split("|"))
+_MONTH_NEEDLES = _any_of(*_MONTHS, *(m.upper() for m in _MONTHS))
 # A rule runs only on text holding one of its needles (a substring test, or one search for an
 # alternation of literals or a short anchored shape every match must contain, costs a fraction
 # of the rule's pass): what a message cannot match costs almost nothing.
@@ -300,7 +326,7 @@ _NEEDLES: dict[re.Pattern[str], str | re.Pattern[str]] = {
     _MASKS[3][0]: _DIGIT_COLON_DIGIT,
     _MASKS[4][0]: re.compile(r"::|[0-9A-Fa-f]:[0-9A-Fa-f]"),
     _MASKS[5][0]: _DIGIT_COLON_DIGIT,
-    _MASKS[6][0]: _any_of(*_WEEKDAY.removeprefix("(?:").removesuffix(")").split("|")),
+    _MASKS[6][0]: _any_of(*_WEEKDAYS, *(d.upper() for d in _WEEKDAYS)),
     _MASKS[7][0]: _MONTH_NEEDLES,
     _MASKS[8][0]: _MONTH_NEEDLES,
     _MASKS[9][0]: re.compile(r"\d\.\d"),
@@ -309,12 +335,14 @@ _NEEDLES: dict[re.Pattern[str], str | re.Pattern[str]] = {
     _MASKS[12][0]: _any_of("0x", "0X"),
     _MASKS[13][0]: re.compile(r"[0-9a-fA-F]{8}"),
     _MASKS[14][0]: re.compile(r"\d ?[KMGTPEBb]"),
-    _MASKS[15][0]: re.compile(r"\d[nuµmshdKMGTB%]"),
-    _MASKS[16][0]: re.compile(r"[A-Za-z]\d|\d[A-Za-z]"),
-    _MASKS[17][0]: re.compile(r"[A-Za-z0-9][_-][A-Z]"),
-    _MASKS[18][0]: "_",
-    _MASKS[19][0]: _DIGIT,
-    _MASKS[20][0]: WILDCARD,
+    _MASKS[15][0]: re.compile(r"\d [numshd]"),
+    _MASKS[16][0]: re.compile(r"\d[nuµmshdKMGTB%]"),
+    _MASKS[17][0]: re.compile(r"[A-Za-z]\d|\d[A-Za-z]"),
+    _MASKS[18][0]: re.compile(r"[A-Za-z0-9][_-][A-Z]"),
+    _MASKS[19][0]: "_",
+    _MASKS[20][0]: _DIGIT,
+    _MASKS[21][0]: "()",
+    _MASKS[22][0]: WILDCARD,
 }
 
 
@@ -351,7 +379,18 @@ def full_pattern(key: bytes) -> str:
     never cut (two long messages that differ only past the display bound stay two groups).
     Pure, so the most recent :data:`PATTERN_CACHE` keys are remembered across queries."""
     text, _ = redact_prefix(key.decode("utf-8", "surrogatepass"), KEY_CHARS)
-    return " ".join(mask_message(text).split())
+    return " ".join(_collapse_runs(mask_message(text).split()))
+
+
+def _collapse_runs(tokens: list[str]) -> list[str]:
+    """A run of one masked token repeated is a list of values of varying length, one token:
+    ``delete blk_<*> blk_<*> blk_<*>`` -> ``delete blk_<*>``, ``IRQs <*> <*> <*>`` ->
+    ``IRQs <*>`` (literal words repeated are kept)."""
+    kept: list[str] = []
+    for token in tokens:
+        if not (kept and token == kept[-1] and WILDCARD in token):
+            kept.append(token)
+    return kept
 
 
 def pattern_of(key: bytes) -> str:
@@ -364,48 +403,12 @@ def message_pattern(message: str) -> str:
     return full_pattern(pattern_key(message))
 
 
-def variant_targets(patterns: Iterable[str], stop: Stop = NEVER) -> dict[str, str]:
-    """The second, Drain-like step over a window's patterns: patterns that are equal but for
-    ONE token, where at least :data:`MERGE_VARIANTS` distinct patterns share everything else
-    (a user name, a table, a host the masker cannot know is variable), map to that pattern
-    with ``<*>`` in the token's place. Fewer variants are left apart: two or three words in
-    one place (``succeeded``/``failed``) are more likely different events, and merging two
-    events is worse than splitting one. A pattern in several such groups joins the largest.
-
-    One dict entry per token position, keyed by the text before and after it (patterns over
-    :data:`MERGE_MAX_TOKENS` tokens or :data:`MERGE_MAX_CHARS` characters are skipped, so a
-    pattern costs at most a few tens of kilobytes of copying); ``stop`` is checked every
-    :data:`_STOP_EVERY` patterns (a spent budget raises
-    :class:`~plugin.tools.threads.OutOfTime`)."""
-    groups: dict[tuple[int, str, str], list[str]] = {}
-    for done, pattern in enumerate(patterns):
-        if done % _STOP_EVERY == 0:
-            stop.check()
-        tokens = pattern.split(" ")
-        if len(tokens) > MERGE_MAX_TOKENS or len(pattern) > MERGE_MAX_CHARS:
-            continue
-        literal = sum(1 for token in tokens if WILDCARD not in token)
-        start = 0
-        for index, token in enumerate(tokens):
-            end = start + len(token)
-            if token != WILDCARD and literal - (WILDCARD not in token) >= MERGE_CONTEXT:
-                key = (index, pattern[:start], pattern[end:])
-                groups.setdefault(key, []).append(pattern)
-            start = end + 1
-    targets: dict[str, str] = {}
-    wide = [(key, members) for key, members in groups.items() if len(members) >= MERGE_VARIANTS]
-    for (_, before, after), members in sorted(wide, key=lambda kv: -len(kv[1])):
-        for pattern in members:
-            targets.setdefault(pattern, before + WILDCARD + after)
-    return targets
-
-
 def window_patterns(messages: Sequence[str]) -> list[str]:
     """What the summary groups each of ``messages`` under when they are one window's matches
     (what ``sre-diag patterns`` prints): :func:`message_pattern`, then :func:`variant_targets`
     over all of them."""
     alone = [message_pattern(message) for message in messages]
-    targets = variant_targets(dict.fromkeys(alone))
+    targets = variant_targets(Counter(alone))
     return [targets.get(pattern, pattern) for pattern in alone]
 
 
@@ -538,7 +541,7 @@ class Tally:
 
     def _merge_variants(self, patterns: dict[str, _Seen], stop: Stop) -> dict[str, _Seen]:
         try:
-            targets = variant_targets(patterns, stop)
+            targets = variant_targets({p: seen.count for p, seen in patterns.items()}, stop)
         except OutOfTime:
             self.overflow = True
             return patterns

@@ -1,0 +1,137 @@
+"""The second, Drain-like step of pattern mining: merging a window's pattern *variants*.
+
+The masker (:mod:`plugin.tools.logs.summary`) turns what it recognises as variable into
+``<*>``; what it cannot recognise (a user name, a table, a host without a known suffix) stays a
+literal word and splits one event into several patterns. Two patterns are *variants* of each
+other when they are equal but for ONE space-separated token; the pattern with ``<*>`` in that
+token's place (its trailing ``,``, ``;`` or ``:`` kept: ``LOCAL(<*>),`` -> ``<*>,``) is their
+*target*. A pattern is merged into a target when either
+
+* the position is wide: at least :data:`MERGE_VARIANTS` distinct patterns share the target (the
+  token takes many values in this window: a variable), or
+* the target is itself a pattern of the window, as frequent at least as the variant (the masker
+  already saw variable values in that place, the variant is one more value it did not
+  recognise: ``csdnimg.cn:<*> open through proxy <*>`` beside ``<*> open through proxy <*>``).
+
+Fewer distinct words in one place, with no masked form beside them, stay apart (``succeeded`` /
+``failed`` are more likely two events, and merging two events is worse than splitting one).
+The rest of the pattern must keep :data:`MERGE_CONTEXT` literal tokens (a one-word message is
+never merged into ``<*>``). A pattern that could join several targets joins the one with the
+most lines behind it (ties: the most variants, then the smaller text).
+
+Merging is decided on the full patterns (never on their display cut). Bounded: patterns over
+:data:`MERGE_MAX_TOKENS` tokens or :data:`MERGE_MAX_CHARS` characters are left as they are (a
+pattern costs at most a few tens of kilobytes of copying), and the table of positions holds at
+most :data:`MERGE_MAX_ENTRIES` entries, each a small integer pair keyed by the target's
+``hash`` (Python's per-process randomised string hash: a window's text cannot choose a
+collision) — the target strings themselves are never kept. Patterns are visited most frequent
+first, so a window with more positions than the table holds still merges its largest
+patterns. ``stop`` is checked every :data:`STOP_EVERY` patterns (a spent budget raises
+:class:`~plugin.tools.threads.OutOfTime`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from plugin.tools.threads import NEVER, Stop
+
+__all__ = [
+    "MERGE_CONTEXT",
+    "MERGE_MAX_CHARS",
+    "MERGE_MAX_ENTRIES",
+    "MERGE_MAX_TOKENS",
+    "MERGE_VARIANTS",
+    "STOP_EVERY",
+    "WILDCARD",
+    "variant_targets",
+]
+
+WILDCARD = "<*>"
+MERGE_VARIANTS = 6  # distinct patterns sharing a target that make its position wide
+MERGE_CONTEXT = 2  # literal tokens (no <*>) the rest of a merged pattern must keep
+MERGE_MAX_TOKENS = 64  # patterns with more tokens, or more characters, are left as they are
+MERGE_MAX_CHARS = 512
+MERGE_MAX_ENTRIES = 262_144  # positions tracked per window (two ints each)
+STOP_EVERY = 32  # patterns between two looks at the stop flag
+_TRAILING = ",;:"
+
+
+def _targets(pattern: str) -> Iterator[str]:
+    """Each target of ``pattern``: the pattern with one literal token as ``<*>``, for every
+    token whose replacement leaves :data:`MERGE_CONTEXT` literal tokens around it."""
+    if len(pattern) > MERGE_MAX_CHARS:
+        return
+    tokens = pattern.split(" ")
+    if len(tokens) > MERGE_MAX_TOKENS:
+        return
+    literal = sum(1 for token in tokens if WILDCARD not in token)
+    start = 0
+    for token in tokens:
+        end = start + len(token)
+        core = token.rstrip(_TRAILING)  # a word's trailing punctuation is kept around <*>
+        if core and core != WILDCARD and literal - (WILDCARD not in token) >= MERGE_CONTEXT:
+            yield pattern[:start] + WILDCARD + pattern[start + len(core) :]
+        start = end + 1
+
+
+def variant_targets(patterns: Mapping[str, int], stop: Stop = NEVER) -> dict[str, str]:
+    """The target each mergeable pattern of a window joins (see module docs); ``patterns``
+    maps each distinct full pattern to its line count. Patterns left as they are have no
+    entry."""
+    ranked = sorted(patterns.items(), key=lambda kv: (-kv[1], kv[0]))
+    positions = _positions(ranked, stop)
+    chosen: dict[str, str] = {}
+    for done, (pattern, count) in enumerate(ranked):
+        if done % STOP_EVERY == 0:
+            stop.check()
+        target = _best_target(pattern, count, patterns, positions)
+        if target is not None:
+            chosen[pattern] = target
+    return {pattern: _final(chosen, target) for pattern, target in chosen.items()}
+
+
+def _positions(ranked: list[tuple[str, int]], stop: Stop) -> dict[int, list[int]]:
+    """``hash(target)`` -> [distinct variants, their lines], most frequent patterns first,
+    at most :data:`MERGE_MAX_ENTRIES` targets."""
+    positions: dict[int, list[int]] = {}
+    for done, (pattern, count) in enumerate(ranked):
+        if done % STOP_EVERY == 0:
+            stop.check()
+        for target in _targets(pattern):
+            entry = positions.get(hash(target))
+            if entry is not None:
+                entry[0] += 1
+                entry[1] += count
+            elif len(positions) < MERGE_MAX_ENTRIES:
+                positions[hash(target)] = [1, count]
+    return positions
+
+
+def _best_target(
+    pattern: str, count: int, patterns: Mapping[str, int], positions: dict[int, list[int]]
+) -> str | None:
+    """The target ``pattern`` joins: wide, or a pattern of the window at least as frequent;
+    the one with the most lines behind it (then the most variants, then the smaller text)."""
+    best: tuple[int, int, str] | None = None
+    for target in _targets(pattern):
+        # not in a full table: the pattern alone there (it may still join its wildcard form)
+        variants, lines = positions.get(hash(target), (1, count))
+        behind = patterns.get(target, 0)
+        if variants < MERGE_VARIANTS and behind < count:
+            continue
+        weight = (-(lines + behind), -variants, target)
+        if best is None or weight < best:
+            best = weight
+    return None if best is None else best[2]
+
+
+def _final(chosen: dict[str, str], target: str) -> str:
+    # A target may itself be merged on (each step adds a wildcard, so the walk ends within
+    # MERGE_MAX_TOKENS steps): every variant joins the group its target ends in.
+    for _ in range(MERGE_MAX_TOKENS):
+        further = chosen.get(target)
+        if further is None:
+            break
+        target = further
+    return target
