@@ -25,9 +25,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from llama_index.core.node_parser import MarkdownNodeParser
-from llama_index.core.schema import Document
-
 __all__ = [
     "HEADING_SEPARATOR",
     "MAX_RUNBOOK_BYTES",
@@ -146,6 +143,11 @@ def title_of(text: str, stem: str) -> str:
 def heading_chains(rel: str, text: str) -> Iterator[tuple[str, str | None, str]]:
     """Each part of a runbook in page order: its stored heading chain, its own heading line's
     text (``None`` for text before the first heading) and its body."""
+    # Imported here: the Slack blocks (and so `check`, which posts nothing) import this module
+    # for its reading rules; only a walk needs LlamaIndex (in serve it is loaded already).
+    from llama_index.core.node_parser import MarkdownNodeParser
+    from llama_index.core.schema import Document
+
     title = title_of(text, Path(rel).stem)
     parser = MarkdownNodeParser(header_path_separator=_PATH_SEPARATOR)
     for node in parser.get_nodes_from_documents([Document(text=text)]):

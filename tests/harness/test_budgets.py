@@ -159,8 +159,10 @@ async def test_cancellation_aborts_the_in_flight_request(
 async def test_deadline_aborts_the_in_flight_request(
     model_server: StartServer, tmp_path: Path
 ) -> None:
+    # 2 s: room for the run to reach its first request on a busy machine (parallel tests);
+    # the request then waits 30 s, so the deadline always finds it in flight.
     server = await model_server([ModelStep(content="x", delay_seconds=30)])
-    result = await harness(server, tmp_path, DIAG_DEADLINE_SECONDS=0.3).diagnose(QUERY)
+    result = await harness(server, tmp_path, DIAG_DEADLINE_SECONDS=2.0).diagnose(QUERY)
     assert result.stop_reason is StopReason.DEADLINE_EXCEEDED
     for _ in range(100):
         if server.aborted:

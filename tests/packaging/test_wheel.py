@@ -226,7 +226,7 @@ async def test_the_demo_runs_beside_a_host_with_its_own_tools(
         "print(tools.HOST, ours.__name__, register.__module__)"
     )
     out = _run([str(installed.python), "-c", code], host, _clean_env(installed.venv))
-    assert out.split() == ["True", "plugin.tools.logs", "plugin.slack"]
+    assert out.split() == ["True", "plugin.tools.logs", "plugin.slack.mount"]
     process = await asyncio.create_subprocess_exec(
         str(installed.python), "-m", "plugin", "demo",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -253,7 +253,7 @@ def test_the_package_imports_from_the_venv(installed: Installed, empty_dir: Path
     location, module = out.split()
     assert Path(location).resolve().is_relative_to(installed.venv.resolve()), location
     assert not Path(location).resolve().is_relative_to(REPO)
-    assert module == "plugin.slack"
+    assert module == "plugin.slack.mount"  # re-exported lazily by plugin.slack and plugin
     for name in ("BUNDLED_KNOWLEDGE", "BUNDLED_LOGS", "BUNDLED_CASSETTES"):
         path = _installed_path(installed, empty_dir, f"r.{name}")
         assert path.is_relative_to(installed.venv.resolve()) and path.is_dir(), name
