@@ -3,7 +3,8 @@
 Why this shape:
 
 * **Sections, not files.** Runbooks are long and the observation is small, so each document is
-  split at its headings with LlamaIndex's ``MarkdownNodeParser``; one hit is one section with
+  split at its headings as LlamaIndex's ``MarkdownNodeParser`` splits (by our linear walk,
+  ``runbooks.markdown_sections``; the parser's is quadratic); one hit is one section with
   its title (first H1, else the file stem), heading path and path relative to the folder.
   Reading the folder safely and the heading walk are ``plugin.tools.runbooks``.
 * **BM25, no embeddings.** Runbook questions are keyword-heavy (service names, error strings,

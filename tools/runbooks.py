@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ __all__ = [
     "Source",
     "heading_chains",
     "iter_sections",
+    "markdown_sections",
     "read_runbook",
     "read_sections",
     "runbook_titles",
@@ -46,7 +48,7 @@ logger = logging.getLogger(__name__)
 STORED_LABEL_CHARS = 4096
 MAX_RUNBOOK_BYTES = 4 * 1024 * 1024  # a larger file is skipped (logged), not indexed
 HEADING_SEPARATOR = " > "
-_PATH_SEPARATOR = "\x1f"  # header path separator inside the parser; never in a heading
+_PATH_SEPARATOR = "\x1f"  # header path separator of the walk (as in LlamaIndex's parser)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,22 +142,51 @@ def title_of(text: str, stem: str) -> str:
     return stem
 
 
+_HEADER = re.compile(r"^(#+)\s(.*)")
+
+
+def markdown_sections(text: str) -> Iterator[tuple[str, str]]:
+    """The sections of a Markdown page in order, each with its parents' header path (joined by
+    the parser separator) — the split of LlamaIndex's ``MarkdownNodeParser.get_nodes_from_node``,
+    line for line (``tests/tools/test_runbook_walk.py`` compares them on generated pages), in
+    linear time: that parser hashes the whole page once per section (its source-node link), so
+    a 4 MB page of short sections cost minutes of CPU (60 000 headings: 127 s)."""
+    section: list[str] = []
+    stack: list[tuple[int, str]] = []
+    in_code = False
+
+    def parents() -> str:
+        return _PATH_SEPARATOR.join(h[1] for h in stack[:-1])
+
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+            section.append(line + "\n")
+            continue
+        header = None if in_code else _HEADER.match(line)
+        if header is None:
+            section.append(line + "\n")
+            continue
+        if (done := "".join(section).strip()):
+            yield parents(), done
+        level, heading = len(header.group(1)), header.group(2)
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, heading))
+        section = ["#" * level + f" {heading}\n"]
+    if (done := "".join(section).strip()):
+        yield parents(), done
+
+
 def heading_chains(rel: str, text: str) -> Iterator[tuple[str, str | None, str]]:
     """Each part of a runbook in page order: its stored heading chain, its own heading line's
     text (``None`` for text before the first heading) and its body."""
-    # Imported here: the Slack blocks (and so `check`, which posts nothing) import this module
-    # for its reading rules; only a walk needs LlamaIndex (in serve it is loaded already).
-    from llama_index.core.node_parser import MarkdownNodeParser
-    from llama_index.core.schema import Document
-
     title = title_of(text, Path(rel).stem)
-    parser = MarkdownNodeParser(header_path_separator=_PATH_SEPARATOR)
-    for node in parser.get_nodes_from_documents([Document(text=text)]):
-        content = node.get_content()
+    for header_path, content in markdown_sections(text):
         first, _, rest = content.partition("\n")
         own: str | None = None
         if first.startswith("#") and first.lstrip("#")[:1].isspace():
-            parents = [p for p in node.metadata["header_path"].split(_PATH_SEPARATOR) if p]
+            parents = [p for p in header_path.split(_PATH_SEPARATOR) if p]
             own = first.lstrip("#").strip()
             path = [*parents, own]
             body = rest.strip()

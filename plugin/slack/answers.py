@@ -6,6 +6,7 @@ process answer.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from plugin.contract.result import ExecutionResult
@@ -82,7 +83,10 @@ class AnswerPoster:
     async def _post_answer(
         self, req: RunRequest, result: ExecutionResult, collector: EvidenceCollector
     ) -> Posted:
-        record = evidence_record(result, collector, req.channel, req.thread_ts, self._links)
+        # In a thread: the runbook links read and walk each cited page (up to 4 MB of it).
+        record = await asyncio.to_thread(
+            evidence_record, result, collector, req.channel, req.thread_ts, self._links
+        )
         extras = AnswerExtras(
             windows=collector.windows,
             asked_at=req.asked_at,
