@@ -60,6 +60,7 @@ import jieba
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.retrievers.bm25 import BM25Retriever
 
+from plugin.log import log_failure
 from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
 from plugin.tools.redact import HEADROOM, redact_prefix
 from plugin.tools.runbooks import Section, Source, read_sections, runbook_titles, scan
@@ -352,7 +353,7 @@ class KnowledgeAdapter:
         try:
             index = await self._index()
         except OSError as exc:
-            logger.warning("knowledge folder unavailable (%s)", type(exc).__name__)
+            log_failure(logger, logging.WARNING, "knowledge folder unavailable (%s)", exc=exc)
             return Failed(AdapterErrorCode.UNAVAILABLE)
         if index is None:
             return Ready(items=[])
@@ -379,7 +380,9 @@ class KnowledgeAdapter:
         try:
             await self._index()
         except OSError as exc:
-            logger.warning("knowledge folder unavailable at startup (%s)", type(exc).__name__)
+            log_failure(
+                logger, logging.WARNING, "knowledge folder unavailable at startup (%s)", exc=exc
+            )
 
     async def catalogue(self, limit: int) -> list[str] | None:
         """Up to ``limit + 1`` runbook titles (first H1, else the file stem), in path order, for

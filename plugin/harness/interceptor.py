@@ -74,6 +74,7 @@ from plugin.harness.ledger import (
     InvocationStatus,
     next_streak,
 )
+from plugin.log import log_failure
 from plugin.tools.base import (
     AdapterCall,
     AdapterErrorCode,
@@ -506,12 +507,10 @@ class ToolInterceptor:
                 summary=result.summary,
             )
         except Exception as exc:
-            _log.warning(
-                "adapter %s returned unusable items on %s: %s",
-                decision.tool,
-                decision.tool_call_id,
-                type(exc).__name__,
-            )
+            log_failure(
+                _log, logging.WARNING, "adapter %s returned unusable items on %s: %s",
+                decision.tool, decision.tool_call_id, exc=exc,
+            )  # fmt: skip
             return None
 
     async def _invoke(self, decision: Execute) -> AdapterResult:
@@ -530,12 +529,10 @@ class ToolInterceptor:
             result: object = await adapter.invoke(call)
         except Exception as exc:
             # The exception text may carry backend detail or secrets: only its type is logged.
-            _log.warning(
-                "adapter %s failed on %s: %s",
-                decision.tool,
-                decision.tool_call_id,
-                type(exc).__name__,
-            )
+            log_failure(
+                _log, logging.WARNING, "adapter %s failed on %s: %s",
+                decision.tool, decision.tool_call_id, exc=exc,
+            )  # fmt: skip
             return Failed(AdapterErrorCode.INTERNAL)
         if isinstance(result, Ready):
             return result

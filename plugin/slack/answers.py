@@ -11,6 +11,7 @@ import logging
 
 from plugin.contract.result import ExecutionResult
 from plugin.harness.run import Harness
+from plugin.log import log_failure
 from plugin.settings import Settings
 from plugin.slack.evidence import (
     EvidenceCollector,
@@ -76,7 +77,9 @@ class AnswerPoster:
                 self._settings.evidence_ttl_seconds,
             )
         except Exception as exc:
-            _log.warning("evidence of %s not kept: %s", record.run_id, type(exc).__name__)
+            log_failure(
+                _log, logging.WARNING, "evidence of %s not kept: %s", record.run_id, exc=exc
+            )
             return False
         return True
 

@@ -35,6 +35,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from plugin.log import log_failure
 from plugin.slack.fence import (
     FENCE_TTL_SECONDS,
     RunFence,
@@ -401,7 +402,7 @@ def _parsed(items: Sequence[Any]) -> list[tuple[str, Job | Poison]]:
         try:
             parsed = parse_entry(fields if isinstance(fields, dict) else None)
         except Exception as exc:  # never: parse_entry classifies; a bug must not kill a batch
-            _log.error("job entry not parsed: %s", type(exc).__name__)
+            log_failure(_log, logging.ERROR, "job entry not parsed: %s", exc=exc)
             parsed = Poison("INVALID_FIELDS", "")
         entries.append((text(entry_id), parsed))
     return entries

@@ -38,6 +38,7 @@ from plugin.errors import InputRejected
 from plugin.harness.context import new_run_id
 from plugin.harness.hooks import StepHook
 from plugin.harness.run import Harness
+from plugin.log import log_failure
 from plugin.settings import Settings
 from plugin.slack.answers import AnswerPoster
 from plugin.slack.blocks import StatusView, render_status
@@ -175,7 +176,9 @@ class RunManager:
             else:
                 claimed = await self.leases.claim(lease)
         except Exception as exc:
-            _log.error("shared state unreachable, mention declined: %s", type(exc).__name__)
+            log_failure(
+                _log, logging.ERROR, "shared state unreachable, mention declined: %s", exc=exc
+            )
             await say(req, UNAVAILABLE)
             return None
         if not claimed:
@@ -224,7 +227,7 @@ class RunManager:
         try:
             entry_id = await self.queue.enqueue(job)
         except Exception as exc:
-            _log.error("run queue unreachable, mention declined: %s", type(exc).__name__)
+            log_failure(_log, logging.ERROR, "run queue unreachable, mention declined: %s", exc=exc)
             await shielded(self.state.release_thread(lease))
             await say(req, UNAVAILABLE)
             if status_ts is not None:
@@ -282,7 +285,7 @@ class RunManager:
         try:
             due = await self.state.note_busy(thread_key)
         except Exception as exc:  # better a second notice than silence
-            _log.warning("busy notice state unreachable: %s", type(exc).__name__)
+            log_failure(_log, logging.WARNING, "busy notice state unreachable: %s", exc=exc)
             due = True
         if due:
             await say(req, BUSY)
@@ -340,7 +343,7 @@ class RunManager:
             elif active.fence.lost:
                 await tracker.finish(FENCED_NOTE)
         except Exception as exc:  # the run task must never die silently
-            _log.error("slack run %s failed: %s", active.key, type(exc).__name__)
+            log_failure(_log, logging.ERROR, "slack run %s failed: %s", active.key, exc=exc)
         finally:
             if not answered:
                 await shielded(self._fail_closed(req, active))
@@ -468,7 +471,7 @@ class RunManager:
             try:
                 await active.tracker.finish(note)
             except Exception as exc:
-                _log.warning("final status update failed: %s", type(exc).__name__)
+                log_failure(_log, logging.WARNING, "final status update failed: %s", exc=exc)
 
     # -- shutdown ----------------------------------------------------------------------------
 
@@ -511,5 +514,5 @@ async def _safely(check: Coroutine[Any, Any, bool]) -> bool:
     try:
         return await check
     except Exception as exc:
-        _log.warning("shared state unreachable: %s", type(exc).__name__)
+        log_failure(_log, logging.WARNING, "shared state unreachable: %s", exc=exc)
         return False

@@ -40,6 +40,7 @@ from typing import IO, cast
 
 import orjson
 
+from plugin.log import log_failure
 from plugin.tools.base import AdapterErrorCode, ProbeReport
 from plugin.tools.logs.files import open_inside
 from plugin.tools.logs.prefilter import Match, Row, keep_all
@@ -295,7 +296,7 @@ class JsonlLogSource:
                     and entry.is_dir(follow_symlinks=False)
                 )
         except OSError as exc:
-            logger.warning("log folder unreadable (%s)", type(exc).__name__)
+            log_failure(logger, logging.WARNING, "log folder unreadable (%s)", exc=exc)
             raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
         return names[:limit]
 
@@ -307,7 +308,7 @@ class JsonlLogSource:
                 path = service_dir / f"{hour:%Y-%m-%d}" / f"{hour:%H}.jsonl"
                 self._scan_hour(path, q, scan, stop)
         except OSError as exc:
-            logger.warning("log folder unreadable (%s)", type(exc).__name__)
+            log_failure(logger, logging.WARNING, "log folder unreadable (%s)", exc=exc)
             raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
         finally:
             self._record(scan)

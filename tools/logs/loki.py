@@ -23,6 +23,7 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from yarl import URL
 
+from plugin.log import log_failure
 from plugin.tools.base import AdapterErrorCode, ProbeReport
 from plugin.tools.errors import BodyTooLarge
 from plugin.tools.logs.logql import (
@@ -371,7 +372,7 @@ class LokiLogSource:
         except aiohttp.InvalidURL:
             raise LogSourceError(AdapterErrorCode.NOT_CONFIGURED) from None
         except (aiohttp.ClientError, OSError) as exc:
-            logger.warning("loki request failed (%s)", type(exc).__name__)
+            log_failure(logger, logging.WARNING, "loki request failed (%s)", exc=exc)
             raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
         return await in_thread(_loki_page, Stop(self.mask_seconds), q, sample, counts, first, grid)
 
@@ -404,7 +405,7 @@ class LokiLogSource:
         except TimeoutError:
             raise LogSourceError(AdapterErrorCode.TIMEOUT) from None
         except (aiohttp.ClientError, OSError) as exc:
-            logger.warning("loki label request failed (%s)", type(exc).__name__)
+            log_failure(logger, logging.WARNING, "loki label request failed (%s)", exc=exc)
             raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
         try:
             values = _LokiLabelValues.model_validate_json(body).data
