@@ -25,6 +25,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "HEADING_SEPARATOR",
@@ -145,6 +146,21 @@ def title_of(text: str, stem: str) -> str:
 _HEADER = re.compile(r"^(#+)\s(.*)")
 
 
+def _parents(stack: list[list[Any]]) -> str:
+    """The joined path of the top section's parents; each entry's path is joined once."""
+    if len(stack) < 2:
+        return ""
+    first = len(stack) - 2
+    while first > 0 and stack[first][2] is None:
+        first -= 1
+    for i in range(first, len(stack) - 1):
+        if stack[i][2] is None:
+            above = stack[i - 1][2] + _PATH_SEPARATOR if i else ""
+            stack[i][2] = above + stack[i][1]
+    path: str = stack[-2][2]
+    return path
+
+
 def markdown_sections(text: str) -> Iterator[tuple[str, str]]:
     """The sections of a Markdown page in order, each with its parents' header path (joined by
     the parser separator) — the split of LlamaIndex's ``MarkdownNodeParser.get_nodes_from_node``,
@@ -152,11 +168,10 @@ def markdown_sections(text: str) -> Iterator[tuple[str, str]]:
     linear time: that parser hashes the whole page once per section (its source-node link), so
     a 4 MB page of short sections cost minutes of CPU (60 000 headings: 127 s)."""
     section: list[str] = []
-    stack: list[tuple[int, str]] = []
+    # [level, heading, its whole path or None]: a path is joined once, when a section first
+    # needs it as its parents' (a long heading over many short sections is not copied again).
+    stack: list[list[Any]] = []
     in_code = False
-
-    def parents() -> str:
-        return _PATH_SEPARATOR.join(h[1] for h in stack[:-1])
 
     for line in text.split("\n"):
         if line.lstrip().startswith("```"):
@@ -168,33 +183,43 @@ def markdown_sections(text: str) -> Iterator[tuple[str, str]]:
             section.append(line + "\n")
             continue
         if (done := "".join(section).strip()):
-            yield parents(), done
+            yield _parents(stack), done
         level, heading = len(header.group(1)), header.group(2)
         while stack and stack[-1][0] >= level:
             stack.pop()
-        stack.append((level, heading))
+        stack.append([level, heading, None])
         section = ["#" * level + f" {heading}\n"]
     if (done := "".join(section).strip()):
-        yield parents(), done
+        yield _parents(stack), done
 
 
 def heading_chains(rel: str, text: str) -> Iterator[tuple[str, str | None, str]]:
     """Each part of a runbook in page order: its stored heading chain, its own heading line's
     text (``None`` for text before the first heading) and its body."""
     title = title_of(text, Path(rel).stem)
+    last: tuple[str, str | None] | None = None  # (header path, its stored prefix): siblings
     for header_path, content in markdown_sections(text):
         first, _, rest = content.partition("\n")
-        own: str | None = None
-        if first.startswith("#") and first.lstrip("#")[:1].isspace():
-            parents = [p for p in header_path.split(_PATH_SEPARATOR) if p]
-            own = first.lstrip("#").strip()
-            path = [*parents, own]
-            body = rest.strip()
-        else:
-            path, body = [], content.strip()
-        if path and path[0] == title and len(path) > 1:
-            path = path[1:]
-        yield (HEADING_SEPARATOR.join(path) or title)[:STORED_LABEL_CHARS], own, body
+        if not (first.startswith("#") and first.lstrip("#")[:1].isspace()):
+            yield title[:STORED_LABEL_CHARS], None, content.strip()
+            continue
+        own = first.lstrip("#").strip()
+        if last is None or last[0] is not header_path:
+            last = (header_path, _stored_prefix(header_path, title))
+        prefix = last[1]
+        label = own if prefix is None else f"{prefix}{HEADING_SEPARATOR}{own}"
+        yield (label or title)[:STORED_LABEL_CHARS], own, rest.strip()
+
+
+def _stored_prefix(header_path: str, title: str) -> str | None:
+    """The stored chain of a section's parents (the page title dropped when it leads), cut to
+    what a label can show; None when there are none. Computed once per run of siblings."""
+    parents = [p for p in header_path.split(_PATH_SEPARATOR) if p]
+    if parents and parents[0] == title:
+        parents = parents[1:]
+    if not parents:
+        return None
+    return HEADING_SEPARATOR.join(parents)[: STORED_LABEL_CHARS + 1]
 
 
 def read_runbook(folder: Path, rel: str) -> str | None:
