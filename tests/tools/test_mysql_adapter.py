@@ -180,7 +180,7 @@ async def test_truncation_uses_the_extra_row(mysql_ro_dsn: str) -> None:
         await small.aclose()
 
 
-async def test_secret_columns_are_masked() -> None:
+async def test_secret_columns_are_masked(mysql_ro_dsn: str) -> None:  # builds the database
     # The RO account has no grant on api_credentials, so this one test uses the admin account.
     admin = MysqlAdapter(admin_dsn_for(TEST_DATABASE), ALL_TABLES, require_read_only=False)
     try:

@@ -87,6 +87,48 @@ def test_two_low_cardinality_words_never_merge() -> None:
     assert set(window_patterns(lines)) == set(lines)
 
 
+@pytest.mark.parametrize(
+    ("first", "second", "masked"),
+    [
+        ("failed", "succeeded", "402"),
+        ("declined", "captured", "E1042"),
+        ("timeout", "ok", "10.0.0.7"),
+    ],
+)
+def test_two_words_beside_their_wildcard_form_stay_two_events(
+    first: str, second: str, masked: str
+) -> None:
+    # a masked value in the same place (a status code, an id, an address) must not pull two
+    # different words into one group
+    lines = [f"payment {w} for order" for w in (first, second, masked) for _ in range(3)]
+    groups = set(window_patterns(lines))
+    assert f"payment {first} for order" in groups and f"payment {second} for order" in groups
+
+
+def test_a_message_cannot_pose_as_a_wildcard_form() -> None:
+    lines = ["payment failed for order"] * 2 + ["payment <*> for order"] * 5
+    groups = window_patterns(lines)
+    assert groups.count("payment failed for order") == 2
+    assert "payment <*> for order" not in groups  # its own <*> is not the mask
+    assert "payment <\u2217> for order" in groups
+
+
+@pytest.mark.parametrize("junk", [6, 9, 20])
+def test_one_off_words_cannot_merge_two_frequent_events_in_a_wide_place(junk: int) -> None:
+    words = [f"w{chr(97 + i % 26)}{chr(97 + i // 26)}x" for i in range(junk)]
+    lines = ["payment failed for order"] * 50 + ["payment succeeded for order"] * 50
+    lines += [f"payment {w} for order" for w in words]
+    groups = window_patterns(lines)
+    assert groups.count("payment failed for order") == 50
+    assert groups.count("payment succeeded for order") == 50
+
+
+def test_a_wide_place_of_spread_values_still_merges() -> None:
+    users = ["root"] * 40 + ["cyrus", "news", "test", "zed", "qq", "ww"]
+    lines = [f"session opened for user {u} by x" for u in users]
+    assert set(window_patterns(lines)) == {"session opened for user <*> by x"}
+
+
 def test_a_literal_joins_the_same_pattern_with_a_wildcard_there() -> None:
     lines = [f"10.0.0.{n}:80 open through proxy" for n in range(30)] + [
         "wpad:80 open through proxy"

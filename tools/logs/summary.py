@@ -379,6 +379,8 @@ def full_pattern(key: bytes) -> str:
     never cut (two long messages that differ only past the display bound stay two groups).
     Pure, so the most recent :data:`PATTERN_CACHE` keys are remembered across queries."""
     text, _ = redact_prefix(key.decode("utf-8", "surrogatepass"), KEY_CHARS)
+    # A message's own "<*>" is not the mask: a line cannot pose as a pattern's wildcard form.
+    text = text.replace("<*>", "<\u2217>")
     return " ".join(_collapse_runs(mask_message(text).split()))
 
 

@@ -9,10 +9,14 @@ token's place (its trailing ``,``, ``;`` or ``:`` kept: ``LOCAL(<*>),`` -> ``<*>
 
 * the position is wide: at least :data:`MERGE_VARIANTS` distinct patterns share the target (the
   token takes many values in this window: a variable), or
-* the target is itself a pattern of the window, as frequent at least as the variant (the masker
-  already saw variable values in that place, the variant is one more value it did not
-  recognise: ``csdnimg.cn:<*> open through proxy <*>`` beside ``<*> open through proxy <*>``).
+* the target is itself a pattern of the window, as frequent at least as the variant, and the
+  variant is the only literal word seen in that place (the masker already saw variable values
+  there, the variant is one more value it did not recognise: ``csdnimg.cn:<*> open through
+  proxy <*>`` beside ``<*> open through proxy <*>``; but ``payment failed for order`` and
+  ``payment succeeded for order`` beside ``payment <*> for order`` all stay apart).
 
+In a wide place, words that each hold more than 1/:data:`MERGE_VARIANTS` of its lines stay apart
+when there are two or more of them (a few one-off words cannot merge two frequent events).
 Fewer distinct words in one place, with no masked form beside them, stay apart (``succeeded`` /
 ``failed`` are more likely two events, and merging two events is worse than splitting one).
 The rest of the pattern must keep :data:`MERGE_CONTEXT` literal tokens (a one-word message is
@@ -92,8 +96,9 @@ def variant_targets(patterns: Mapping[str, int], stop: Stop = NEVER) -> dict[str
 
 
 def _positions(ranked: list[tuple[str, int]], stop: Stop) -> dict[int, list[int]]:
-    """``hash(target)`` -> [distinct variants, their lines], most frequent patterns first,
-    at most :data:`MERGE_MAX_ENTRIES` targets."""
+    """``hash(target)`` -> [distinct variants, their lines, dominant variants], most frequent
+    patterns first, at most :data:`MERGE_MAX_ENTRIES` targets. A variant is *dominant* when it
+    holds more than 1/:data:`MERGE_VARIANTS` of its position's lines."""
     positions: dict[int, list[int]] = {}
     for done, (pattern, count) in enumerate(ranked):
         if done % STOP_EVERY == 0:
@@ -104,8 +109,19 @@ def _positions(ranked: list[tuple[str, int]], stop: Stop) -> dict[int, list[int]
                 entry[0] += 1
                 entry[1] += count
             elif len(positions) < MERGE_MAX_ENTRIES:
-                positions[hash(target)] = [1, count]
+                positions[hash(target)] = [1, count, 0]
+    for done, (pattern, count) in enumerate(ranked):
+        if done % STOP_EVERY == 0:
+            stop.check()
+        for target in _targets(pattern):
+            entry = positions.get(hash(target))
+            if entry is not None and _dominant(count, entry[1]):
+                entry[2] += 1
     return positions
+
+
+def _dominant(count: int, lines: int) -> bool:
+    return count * MERGE_VARIANTS > lines
 
 
 def _best_target(
@@ -116,9 +132,15 @@ def _best_target(
     best: tuple[int, int, str] | None = None
     for target in _targets(pattern):
         # not in a full table: the pattern alone there (it may still join its wildcard form)
-        variants, lines = positions.get(hash(target), (1, count))
+        variants, lines, dominant = positions.get(hash(target), (1, count, 1))
         behind = patterns.get(target, 0)
-        if variants < MERGE_VARIANTS and behind < count:
+        # Narrow: only a lone literal joins its wildcard form; two or more words there
+        # (``failed``, ``succeeded`` beside ``payment <*> for order``) may be two events.
+        if variants < MERGE_VARIANTS and (behind < count or variants > 1):
+            continue
+        # Wide, but two or more of its words hold most lines (``failed`` and ``succeeded``
+        # 50 times each beside six one-off words): those words stay apart, the rest join.
+        if variants >= MERGE_VARIANTS and dominant > 1 and _dominant(count, lines):
             continue
         weight = (-(lines + behind), -variants, target)
         if best is None or weight < best:
