@@ -10,6 +10,7 @@ from a passing one in CI.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -21,6 +22,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = os.environ.setdefault("DIAG_TEST_RUN", uuid.uuid4().hex[:6])
+if not re.fullmatch(r"[0-9a-f]{6}", RUN):  # it is a LIKE pattern when the run's names are dropped
+    raise RuntimeError(f"DIAG_TEST_RUN must be 6 hex digits (a run's own token), not {RUN!r}")
 """This pytest run's token (its xdist workers inherit it from the environment): every database,
 account, role and lock name a test creates on the shared server carries it, so two checkouts
 never touch each other's. Within one run, the tests that use MariaDB share one xdist group."""

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import ctypes
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -271,17 +273,26 @@ def redis_port() -> int:
         port = int(sock.getsockname()[1])
     args = [binary, "--port", str(port), "--bind", REDIS_HOST, "--save", "", "--appendonly"]
     args += ["no", "--dir", workdir, "--databases", "16"]
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent
+    )
     atexit.register(_stop_private_redis, process, workdir)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and process.poll() is None:
         with contextlib.suppress(OSError), socket.create_connection((REDIS_HOST, port), 1) as s:
-            s.sendall(b"PING\r\n")
-            if s.recv(16).startswith(b"+PONG"):
+            s.sendall(b"INFO server\r\n")
+            # ours, not a server that took the port first
+            if f"process_id:{process.pid}\r".encode() in s.recv(65536):
                 _private_redis.append((process, port))
                 return port
         time.sleep(0.05)
     pytest.fail("this test process's redis-server did not start", pytrace=False)
+
+
+def _die_with_parent() -> None:
+    """In the redis-server child: SIGTERM when the pytest process dies, however it dies (no
+    atexit after a SIGKILL or a crashed xdist worker)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _stop_private_redis(process: subprocess.Popen[bytes], workdir: str) -> None:
