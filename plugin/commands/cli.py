@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -165,12 +167,24 @@ def _print_patterns(file: str | None) -> int:
     from plugin.commands.patterns_input import PatternsInputError, read_lines
     from plugin.tools.logs.summary import window_patterns
 
+    if sys.stdout is None:  # started with standard output closed: nowhere to print
+        print("patterns: no standard output", file=sys.stderr)
+        return EXIT_FAILED
+    if file is None and sys.stdin is None:  # started with standard input closed
+        return _error("INVALID_ARGUMENTS", "no FILE and no standard input to read")
     try:
-        lines = read_lines(file, sys.stdin.buffer)
+        lines = read_lines(file, sys.stdin.buffer if file is None else io.BytesIO())
     except PatternsInputError as exc:
         return _error(exc.code.value, exc.message)
-    sys.stdout.writelines(pattern + "\n" for pattern in window_patterns(lines))
-    sys.stdout.flush()
+    patterns = window_patterns(lines)
+    try:
+        sys.stdout.writelines(pattern + "\n" for pattern in patterns)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError as exc:  # a full disk, a closed descriptor: stdout cannot carry the error
+        print(f"patterns: output not written ({exc.__class__.__name__})", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
 
 

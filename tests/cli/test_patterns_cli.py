@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -155,3 +156,45 @@ async def test_a_device_or_a_directory_is_refused(tmp_path: Path, special: str) 
     code, out, _ = await _patterns(str(tmp_path) if special == "." else special)
     error = json.loads(out)["error"]
     assert code == 2 and error["code"] == "INVALID_ARGUMENTS" and "regular" in error["message"]
+
+
+def _run_sync(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        [sys.executable, "-m", "plugin", "patterns", *args],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=False, timeout=60,
+        **kwargs,
+    )  # fmt: skip
+
+
+def test_a_reader_that_stops_early_ends_it_quietly(tmp_path: Path) -> None:
+    # `sre-diag patterns app.log | head -1`
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"req id={n} done\n" for n in range(90_000)), encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "plugin", "patterns", str(log)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert process.stdout is not None and process.stderr is not None
+    with process, process.stderr:
+        assert process.stdout.readline() == b"req id=<*> done\n"
+        process.stdout.close()
+        err = process.stderr.read()
+        assert process.wait(60) == 0
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err
+
+
+def test_output_that_cannot_be_written_is_one_line_on_stderr(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"req id={n} done\n" for n in range(90_000)), encoding="utf-8")
+    with open("/dev/full", "wb") as full:
+        done = _run_sync([str(log)], stdout=full, stderr=subprocess.PIPE)
+    assert done.returncode == 1
+    assert done.stderr.decode().strip() == "patterns: output not written (OSError)"
+
+
+def test_closed_standard_input_is_an_invalid_argument() -> None:
+    done = _run_sync([], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     preexec_fn=lambda: os.close(0))  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert json.loads(done.stdout)["error"]["code"] == "INVALID_ARGUMENTS"
