@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 from plugin.tools import redact as redaction
 from plugin.tools.redact import HEADROOM, MARK, redact, redact_prefix
 
+pytestmark = pytest.mark.solo  # per-byte timings: the serial phase (scripts/test)
+
 SIZE = 64 * 1024
 # Runs a quantifier can repeat over, and pieces a pattern starts at.
 UNITS = [
