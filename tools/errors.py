@@ -23,6 +23,7 @@ __all__ = [
     "Refusal",
     "RefusalReason",
     "Stopped",
+    "WorkerFailed",
 ]
 
 
@@ -36,6 +37,11 @@ class Stopped(EvidenceError):
 
 class OutOfTime(Stopped):
     """The work's own time budget ran out."""
+
+
+class WorkerFailed(EvidenceError):
+    """A child process of :mod:`plugin.tools.workers` died, sent an unreadable answer or
+    failed with an unexpected error."""
 
 
 class LogSourceError(EvidenceError):

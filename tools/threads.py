@@ -64,6 +64,10 @@ class Stop:
         """Whether the time budget (if any) is spent."""
         return self._until is not None and self._clock() >= self._until
 
+    def left(self) -> float:
+        """Seconds of the budget left (``inf`` without one)."""
+        return float("inf") if self._until is None else self._until - self._clock()
+
     def check(self) -> None:
         """Raise :class:`Stopped` once stopping was asked, :class:`OutOfTime` past the budget."""
         if self._event.is_set():

@@ -16,6 +16,7 @@ import pytest
 
 from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
 from plugin.tools.logs import CHUNK_BYTES, JsonlLogSource, LogsAdapter
+from plugin.tools.logs.jsonl import scan_window
 from plugin.tools.logs.summary import Grid, Tally
 from plugin.tools.schemas import LogSummary
 from plugin.tools.threads import OutOfTime, Stop, Stopped, in_thread
@@ -89,13 +90,19 @@ def test_a_stop_with_a_budget_runs_out_and_shares_its_flag() -> None:
 def test_a_stopped_scan_reads_at_most_one_block(tmp_path: Path) -> None:
     _big_hour(tmp_path, 20_000)
     assert (tmp_path / HOUR_FILE).stat().st_size > 4 * CHUNK_BYTES
-    source = JsonlLogSource(tmp_path)
+    checks = [0.0]
+
+    def clock() -> float:
+        checks[0] += 1.0  # one look at the budget per block
+        return checks[0]
+
+    with pytest.raises(OutOfTime):  # the second look is past the budget: one block was read
+        scan_window(Stop(1.5, clock=clock), tmp_path, _input(_at(10), _at(11)), 5.0)
+    assert checks[0] == 3.0  # the budget's start, the first block's check, the second's
     stop = Stop()
     stop.set()
     with pytest.raises(Stopped):
-        source._search(stop, _input(_at(10), _at(11)))
-    assert source.stats.lines_read == 0  # checked before the first block
-    assert source.stats.last_files == (HOUR_FILE,)
+        scan_window(stop, tmp_path, _input(_at(10), _at(11)), 5.0)
 
 
 async def test_a_scan_past_its_budget_answers_timeout(tmp_path: Path) -> None:
@@ -150,13 +157,21 @@ def _wait_until(condition: Callable[[], bool], seconds: float) -> None:
         time.sleep(0.01)
 
 
+def _cpu_busy(seconds: float) -> bool:
+    """Whether this process used more than a fifth of a core over the next ``seconds``."""
+    before = time.process_time()
+    time.sleep(seconds)
+    return time.process_time() - before > seconds / 5
+
+
 async def test_a_cancelled_query_stops_its_scan_thread_within_a_second(tmp_path: Path) -> None:
     _endless_hour(tmp_path)
-    source = JsonlLogSource(tmp_path)
+    source = JsonlLogSource(tmp_path, process_bytes=None)  # the scan runs in a thread
     adapter = LogsAdapter(source)
+    assert await asyncio.to_thread(_cpu_busy, 0.2) is False
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.3):
             await adapter.invoke(AdapterCall("c", "r", _input(_at(10), _at(11))))
-    # The scan's ``finally`` records what it read: it runs when the thread stops.
-    await asyncio.to_thread(_wait_until, lambda: bool(source.stats.last_files), 1.0)
-    assert source.stats.last_files == (HOUR_FILE,)
+    # The scan spins through NUL bytes until it sees its stop: then this process goes idle.
+    await asyncio.to_thread(_wait_until, lambda: not _cpu_busy(0.2), 1.0)
+    assert await asyncio.to_thread(_cpu_busy, 0.3) is False

@@ -18,7 +18,8 @@ from plugin.tools.logs.adapter import (
 )
 from plugin.tools.logs.build import UnconfiguredLogSource, build_log_source
 from plugin.tools.logs.files import open_inside
-from plugin.tools.logs.jsonl import CHUNK_BYTES, SCAN_SECONDS, JsonlLogSource, ReadStats, parse_line
+from plugin.tools.logs.folder import JsonlLogSource
+from plugin.tools.logs.jsonl import CHUNK_BYTES, SCAN_SECONDS, ReadStats, parse_line
 from plugin.tools.logs.logql import (
     LABEL_NAME,
     LINE_FORMATS,

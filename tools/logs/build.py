@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from plugin.tools.base import AdapterErrorCode, ProbeReport
-from plugin.tools.logs.jsonl import JsonlLogSource
+from plugin.tools.logs.folder import JsonlLogSource
 from plugin.tools.logs.loki import LokiLogSource
 from plugin.tools.logs.probe import probe_unconfigured
 from plugin.tools.logs.source import LogPage, LogSource, LogSourceError

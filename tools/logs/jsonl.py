@@ -1,6 +1,6 @@
-"""The folder log source: ``<folder>/<service>/<YYYY-MM-DD>/<HH>.jsonl``, scanned per window.
+"""Scanning the folder log source's files: ``<folder>/<service>/<YYYY-MM-DD>/<HH>.jsonl``.
 
-Folder layout (:class:`JsonlLogSource`)::
+Folder layout (read by :class:`plugin.tools.logs.folder.JsonlLogSource`)::
 
     <folder>/<service>/<YYYY-MM-DD>/<HH>.jsonl      one file per service and UTC hour
 
@@ -9,28 +9,26 @@ Each line is one JSON object: ``ts`` (RFC 3339 with offset), ``service``, ``leve
 attributes (ignored here). A line belongs to the file of its own UTC hour. Lines are usually
 sorted by ``ts`` but need not be. The point of the layout is that cost follows the window, not
 the history: a query opens only the files of the hours its window touches, newest hour first —
-every one of them, because the ``summary`` (:mod:`plugin.tools.logs.summary`) counts every matching
-line
-of the window exactly, while the items are the newest ``limit`` matches. A file is read 256 KB
+every one of them, because the ``summary`` (:mod:`plugin.tools.logs.summary`) counts every
+matching line of the window exactly, while the items are the newest ``limit`` matches. A file
+is read 256 KB
 at a time; a level or ``contains`` filter is first looked for in the raw bytes
 (:class:`Prefilter`), candidates are parsed with orjson (``json.loads`` decides what orjson
 refuses), and a batch of regular lines is counted with C loops rather than a Python step per
 line (:func:`_fast_batch`; the bench measures the busiest generated hour, 240k lines).
 Malformed lines (bad JSON, missing or mistyped fields, naive timestamps, over-long lines) are
 skipped and counted, never fatal. Only regular files reached from the folder without following a
-link are opened (:func:`open_inside`), and at most the size they had when opened is read. The scan
-runs in a worker thread (:func:`plugin.tools.threads.in_thread`) that a cancelled query stops within
-one block.
+link are opened (:func:`open_inside`), and at most the size they had when opened is read.
+:func:`scan_window` is one whole scan, :func:`range_blocks` the bytes of a part of a file (a
+large window is scanned in parts, :mod:`plugin.tools.logs.parts`); both run in a worker thread
+or a child process, check their :class:`Stop` once per block and log nothing themselves.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import os
-import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import chain
@@ -40,28 +38,29 @@ from typing import IO, cast
 
 import orjson
 
-from plugin.log import log_failure
-from plugin.tools.base import AdapterErrorCode, ProbeReport
+from plugin.log import failure_reason
+from plugin.tools.base import AdapterErrorCode
 from plugin.tools.logs.files import open_inside
 from plugin.tools.logs.prefilter import Match, Row, keep_all
-from plugin.tools.logs.probe import probe_folder
 from plugin.tools.logs.source import (
-    MASK_SECONDS,
     MAX_LINE_BYTES,
     LogPage,
     LogRecord,
-    LogSourceError,
 )
 from plugin.tools.logs.summary import Grid, Tally, pattern_keys
-from plugin.tools.schemas import SERVICE_NAME, LogsInput
-from plugin.tools.threads import OutOfTime, Stop, in_thread
+from plugin.tools.schemas import LogsInput
+from plugin.tools.threads import Stop
 
 __all__ = [
     "CHUNK_BYTES",
+    "PART_BYTES",
+    "PROCESS_BYTES",
     "SCAN_SECONDS",
-    "JsonlLogSource",
+    "WORKERS",
     "ReadStats",
+    "Scanned",
     "parse_line",
+    "scan_window",
 ]
 
 # The package's logger: lines keep the name they had before the package was split.
@@ -69,6 +68,9 @@ logger = logging.getLogger(__package__)
 
 CHUNK_BYTES = 256 * 1024  # one C call over a batch holds the GIL for ~1 ms at most
 SCAN_SECONDS = 30.0  # one query's scan of the folder, at most (then TIMEOUT)
+PROCESS_BYTES = 4 * 1024 * 1024  # a window's files this large are scanned in a child process
+WORKERS = 2  # child processes of one source, at most (more large scans wait for one)
+PART_BYTES = 4 * 1024 * 1024  # a large window is cut in parts of at least this, one per child
 
 
 @dataclass(slots=True)
@@ -118,6 +120,12 @@ class _Scan:
     lines: int = 0
     malformed: int = 0
 
+    def counted(
+        self, page: LogPage | None, code: AdapterErrorCode | None = None, reason: str = ""
+    ) -> Scanned:
+        """The outcome with this scan's counters."""
+        return Scanned(page, code, reason, tuple(self.files), self.lines, self.malformed)
+
     def lines_matched(self, rows: list[Row]) -> None:
         """Matching rows sorted newest first (ties in the order read)."""
         self.tally.add_sorted([row[0] for row in rows], pattern_keys([row[3] for row in rows]))
@@ -138,15 +146,49 @@ def _hours(start: datetime, end: datetime) -> list[datetime]:
     return hours
 
 
-def _line_batches(handle: IO[bytes], size: int) -> Iterator[list[bytes | None]]:
-    """The lines (without newline) of the file's first ``size`` bytes — its size when it was
-    opened: a file growing while it is read, or one that says it is empty and is not, costs
-    no more — read :data:`CHUNK_BYTES` at a time; ``None`` for a line longer than
-    :data:`MAX_LINE_BYTES` (skipped, never held whole)."""
+def range_blocks(
+    handle: IO[bytes], size: int, start: int = 0, end: int | None = None
+) -> Iterator[bytes]:
+    """The bytes of the lines that start in ``[start, end)`` of the file's first ``size`` bytes
+    (its size when it was opened: a file growing while it is read, or one that says it is empty
+    and is not, costs no more), read :data:`CHUNK_BYTES` at a time: the line that began before
+    ``start`` belongs to the range before, the line holding byte ``end - 1`` is read to its end.
+    Ranges that tile ``[0, size)`` therefore give every line exactly once."""
+    end = size if end is None else min(end, size)
+    at, head = 0, b""
+    if start > 0:
+        handle.seek(start - 1)
+        at = start - 1
+        while True:  # skip the rest of the line begun before ``start`` (never held whole)
+            block = handle.read(min(CHUNK_BYTES, size - at)) if at < size else b""
+            if not block:
+                return
+            cut = block.find(b"\n")
+            if cut >= 0:
+                at, head = at + cut + 1, block[cut + 1 :]
+                break
+            at += len(block)
+    if at >= end:
+        return
+    while True:
+        block = head or (handle.read(min(CHUNK_BYTES, size - at)) if at < size else b"")
+        head = b""
+        if not block:
+            return
+        if at + len(block) >= end:  # this block holds byte end - 1 (or lies past it)
+            cut = block.find(b"\n", max(0, end - 1 - at))
+            if cut >= 0:
+                yield block[: cut + 1]
+                return
+        yield block
+        at += len(block)
+
+
+def _line_batches(blocks: Iterable[bytes]) -> Iterator[list[bytes | None]]:
+    """The lines (without newline) of ``blocks`` (:func:`range_blocks`) a block at a time;
+    ``None`` for a line longer than :data:`MAX_LINE_BYTES` (skipped, never held whole)."""
     carry, overlong = b"", False
-    left = size
-    while left > 0 and (block := handle.read(min(CHUNK_BYTES, left))):
-        left -= len(block)
+    for block in blocks:
         parts = block.split(b"\n")
         batch: list[bytes | None] = []
         for i, part in enumerate(parts[:-1]):
@@ -248,112 +290,72 @@ def _fast_batch(batch: list[bytes | None], match: Match, scan: _Scan) -> bool:
     return True
 
 
-class JsonlLogSource:
-    """Searches ``<folder>/<service>/<YYYY-MM-DD>/<HH>.jsonl`` files (see module docs)."""
+@dataclass(frozen=True, slots=True)
+class Scanned:
+    """What one window's scan found, whole (a child process sends it back as one value): the
+    page, or the stable code of the failure with its short reason for the log, and the read
+    counters either way."""
 
-    def __init__(
-        self,
-        folder: Path,
-        *,
-        scan_seconds: float = SCAN_SECONDS,
-        mask_seconds: float = MASK_SECONDS,
-    ) -> None:
-        self.folder = folder
-        self.stats = ReadStats()
-        self.scan_seconds = scan_seconds
-        self.mask_seconds = mask_seconds
-        self._stats_lock = threading.Lock()
+    page: LogPage | None
+    code: AdapterErrorCode | None = None
+    reason: str = ""
+    files: tuple[str, ...] = ()
+    lines: int = 0
+    malformed: int = 0
 
-    async def search(self, q: LogsInput) -> LogPage:
-        """Read the files of the window's hours (and only those), in a worker thread that
-        stops within one block when the query is cancelled (the run's deadline, a Cancel) and
-        answers ``TIMEOUT`` past :attr:`scan_seconds`."""
-        try:
-            return await in_thread(self._search, Stop(self.scan_seconds), q)
-        except OutOfTime:
-            raise LogSourceError(AdapterErrorCode.TIMEOUT) from None
 
-    async def aclose(self) -> None:
-        """Nothing is held open between queries."""
+def scan_window(stop: Stop, folder: Path, q: LogsInput, mask_seconds: float) -> Scanned:
+    """Read the files of the window's hours (and only those) and summarise every match;
+    :meth:`Stop.check` once per block (``OutOfTime`` past the stop's budget). Runs in a worker
+    thread or in a child process (:mod:`plugin.tools.workers`): it logs nothing itself."""
+    if not folder.is_dir():
+        return Scanned(None, AdapterErrorCode.UNAVAILABLE)
+    if q.service in {".", ".."}:
+        return Scanned(None, AdapterErrorCode.INVALID_INPUT)
+    service_dir = folder / q.service
+    scan = _Scan(Tally(Grid.for_window(q.start, q.end)), _Newest(q.limit))
+    try:
+        for hour in _hours(q.start, q.end):
+            path = service_dir / f"{hour:%Y-%m-%d}" / f"{hour:%H}.jsonl"
+            _scan_hour(folder, path, q, scan, stop)
+    except OSError as exc:
+        return scan.counted(None, AdapterErrorCode.UNAVAILABLE, failure_reason(exc))
+    page = LogPage(
+        items=scan.newest.records(),
+        truncated=scan.tally.matched > q.limit,
+        summary=scan.tally.summary(exact=True, stop=stop.with_budget(mask_seconds)),
+    )
+    return scan.counted(page)
 
-    async def probe(self) -> ProbeReport:
-        """The folder exists, is readable and holds service folders."""
-        return await probe_folder(self.folder)
 
-    async def services(self, limit: int) -> list[str]:
-        """The first ``limit`` service folder names, sorted: hidden entries, links and names
-        ``query_logs`` would refuse are skipped."""
-        return await asyncio.to_thread(self._services, limit)
-
-    def _services(self, limit: int) -> list[str]:
-        try:
-            with os.scandir(self.folder) as entries:
-                names = sorted(
-                    entry.name
-                    for entry in entries
-                    if not entry.name.startswith(".")
-                    and SERVICE_NAME.fullmatch(entry.name)
-                    and entry.is_dir(follow_symlinks=False)
-                )
-        except OSError as exc:
-            log_failure(logger, logging.WARNING, "log folder unreadable (%s)", exc=exc)
-            raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
-        return names[:limit]
-
-    def _search(self, stop: Stop, q: LogsInput) -> LogPage:
-        service_dir = self._service_dir(q.service)
-        scan = _Scan(Tally(Grid.for_window(q.start, q.end)), _Newest(q.limit))
-        try:
-            for hour in _hours(q.start, q.end):
-                path = service_dir / f"{hour:%Y-%m-%d}" / f"{hour:%H}.jsonl"
-                self._scan_hour(path, q, scan, stop)
-        except OSError as exc:
-            log_failure(logger, logging.WARNING, "log folder unreadable (%s)", exc=exc)
-            raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
-        finally:
-            self._record(scan)
-        return LogPage(
-            items=scan.newest.records(),
-            truncated=scan.tally.matched > q.limit,
-            summary=scan.tally.summary(exact=True, stop=stop.with_budget(self.mask_seconds)),
-        )
-
-    def _service_dir(self, service: str) -> Path:
-        if not self.folder.is_dir():
-            raise LogSourceError(AdapterErrorCode.UNAVAILABLE)
-        if service in {".", ".."}:
-            raise LogSourceError(AdapterErrorCode.INVALID_INPUT)
-        return self.folder / service
-
-    def _scan_hour(self, path: Path, q: LogsInput, scan: _Scan, stop: Stop) -> None:
-        opened = open_inside(self.folder, path.relative_to(self.folder))
-        if opened is None:
-            return
-        handle, size = opened
-        scan.files.append(path.relative_to(self.folder).as_posix())
-        match = Match(q)
-        with handle:
-            for batch in _line_batches(handle, size):
-                stop.check()
-                scan.lines += len(batch)
-                if _fast_batch(batch, match, scan):
-                    continue
-                for raw in batch:
-                    if raw is None:
+def _scan_hour(
+    folder: Path,
+    path: Path,
+    q: LogsInput,
+    scan: _Scan,
+    stop: Stop,
+    span: tuple[int, int | None] = (0, None),
+) -> None:
+    """Scan the lines of one hour file that start in ``span`` (all of it by default)."""
+    opened = open_inside(folder, path.relative_to(folder))
+    if opened is None:
+        return
+    handle, size = opened
+    scan.files.append(path.relative_to(folder).as_posix())
+    match = Match(q)
+    with handle:
+        for batch in _line_batches(range_blocks(handle, size, *span)):
+            stop.check()
+            scan.lines += len(batch)
+            if _fast_batch(batch, match, scan):
+                continue
+            for raw in batch:
+                if raw is None:
+                    scan.malformed += 1
+                elif raw and not raw.isspace() and match.keeps(raw):
+                    row = _fields(raw)
+                    if row is None:
                         scan.malformed += 1
-                    elif raw and not raw.isspace() and match.keeps(raw):
-                        row = _fields(raw)
-                        if row is None:
-                            scan.malformed += 1
-                        elif match.wants(row):
-                            scan.tally.add(row[0], row[3])
-                            scan.newest.add(row)
-
-    def _record(self, scan: _Scan) -> None:
-        if scan.malformed:
-            logger.warning("skipped %d malformed log lines in %s", scan.malformed, scan.files)
-        with self._stats_lock:
-            self.stats.files_opened += len(scan.files)
-            self.stats.lines_read += scan.lines
-            self.stats.malformed_lines += scan.malformed
-            self.stats.last_files = tuple(scan.files)
+                    elif match.wants(row):
+                        scan.tally.add(row[0], row[3])
+                        scan.newest.add(row)

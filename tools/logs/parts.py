@@ -1,0 +1,131 @@
+"""A large window scanned in parts, one per child process, and the parts merged exactly.
+
+A window's hour files, in the order a scan reads them (newest hour first), are cut into
+``n`` contiguous parts of about equal bytes (:func:`plan_parts`); a cut inside a file is a byte
+offset, and :func:`~plugin.tools.logs.jsonl.range_blocks` gives each line to the part in which
+it starts. Each part is scanned in its own child (:func:`scan_parts`: the tally, the newest
+``limit`` matches and the read counters), and one child merges them (:func:`merge_parts`) and
+masks the patterns. The merged page is the one a single scan gives — counts, buckets, first and
+last instants, the newest matches with ties in the order read, the patterns — because every
+part's newest matches hold the global newest among its lines and parts merge in read order.
+One difference, only when a part alone sees more than ``MAX_KEYS`` distinct messages (the
+summary is then ``exact: false`` either way): a message first seen in an earlier part and
+crowded out of a later part's table is undercounted.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from plugin.log import failure_reason
+from plugin.tools.base import AdapterErrorCode
+from plugin.tools.logs.jsonl import Scanned, _hours, _Newest, _Scan, _scan_hour
+from plugin.tools.logs.prefilter import Row
+from plugin.tools.logs.source import LogPage
+from plugin.tools.logs.summary import Grid, Tally
+from plugin.tools.schemas import LogsInput
+from plugin.tools.threads import Stop
+
+__all__ = ["Part", "Partial", "merge_parts", "plan_parts", "scan_parts", "window_files"]
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """The lines of one hour file (relative to the folder) that start in ``[start, end)``."""
+
+    rel: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Partial:
+    """What one part's scan found (a child sends it back whole)."""
+
+    tally: Tally
+    newest: list[Row]
+    files: tuple[str, ...]
+    lines: int
+    malformed: int
+    code: AdapterErrorCode | None = None
+    reason: str = ""
+
+
+def window_files(folder: Path, q: LogsInput) -> list[tuple[str, int]]:
+    """The window's hour files that exist as regular files (links not followed), in read
+    order, with their sizes."""
+    found = []
+    for hour in _hours(q.start, q.end):
+        rel = f"{q.service}/{hour:%Y-%m-%d}/{hour:%H}.jsonl"
+        try:
+            info = os.lstat(folder / rel)
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(info.st_mode):
+            found.append((rel, info.st_size))
+    return found
+
+
+def plan_parts(files: list[tuple[str, int]], n: int) -> list[list[Part]]:
+    """``files`` (read order, sizes) cut into at most ``n`` contiguous parts of about equal
+    bytes; no part is empty. The last part ends at the size seen here: lines written after
+    that (the current hour grows) are read by the next query, as lines written after a whole
+    scan opened its file are."""
+    total = sum(size for _, size in files)
+    if n <= 1 or total == 0:
+        return [[Part(rel, 0, size) for rel, size in files]] if files else []
+    cuts = [total * k // n for k in range(1, n)]
+    parts: list[list[Part]] = [[]]
+    offset = 0  # bytes of the files before this one
+    for rel, size in files:
+        start = 0
+        while cuts and cuts[0] < offset + size:
+            cut = cuts.pop(0) - offset
+            if cut > start:
+                parts[-1].append(Part(rel, start, cut))
+                start = cut
+            if parts[-1]:
+                parts.append([])
+        if size > start or size == 0:  # an empty file is opened too, as a whole scan does
+            parts[-1].append(Part(rel, start, size))
+        offset += size
+    return [part for part in parts if part]
+
+
+def scan_parts(stop: Stop, folder: Path, q: LogsInput, parts: list[Part]) -> Partial:
+    """Scan ``parts`` in order (in a child process, see module docs); logs nothing itself."""
+    scan = _Scan(Tally(Grid.for_window(q.start, q.end)), _Newest(q.limit))
+    code, reason = None, ""
+    try:
+        for part in parts:
+            _scan_hour(folder, folder / part.rel, q, scan, stop, (part.start, part.end))
+    except OSError as exc:
+        code, reason = AdapterErrorCode.UNAVAILABLE, failure_reason(exc)
+    scan.newest._compact()
+    files = tuple(dict.fromkeys(scan.files))
+    return Partial(scan.tally, scan.newest.rows, files, scan.lines, scan.malformed, code, reason)
+
+
+def merge_parts(stop: Stop, q: LogsInput, partials: list[Partial], mask_seconds: float) -> Scanned:
+    """The page of the whole window from its parts in read order (see module docs)."""
+    files = tuple(dict.fromkeys(f for p in partials for f in p.files))
+    lines = sum(p.lines for p in partials)
+    malformed = sum(p.malformed for p in partials)
+    for partial in partials:
+        if partial.code is not None:
+            return Scanned(None, partial.code, partial.reason, files, lines, malformed)
+    tally, newest = partials[0].tally, _Newest(q.limit)
+    for partial in partials[1:]:
+        tally.merge(partial.tally)
+    for partial in partials:
+        for row in partial.newest:
+            newest.add(row)
+    page = LogPage(
+        items=newest.records(),
+        truncated=tally.matched > q.limit,
+        summary=tally.summary(exact=True, stop=stop.with_budget(mask_seconds)),
+    )
+    return Scanned(page, None, "", files, lines, malformed)

@@ -1,0 +1,90 @@
+"""The child side of :mod:`plugin.tools.workers`: ``python -m plugin.tools.worker_child PPID``.
+
+Reads length-prefixed pickled requests on standard input, runs each in this process and writes
+the reply on the descriptor that was standard output; standard output itself then points at
+standard error, so a stray ``print`` can never corrupt a frame. Ends at the end of its input,
+and (Linux) is killed by the kernel when the parent that started it exits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import IO
+
+from plugin.tools.errors import OutOfTime, Stopped
+from plugin.tools.threads import Stop
+from plugin.tools.workers import read_frame, write_frame
+
+__all__ = ["main", "resolve"]
+
+_PR_SET_PDEATHSIG = 1
+_PREFIX = "plugin.tools."
+
+
+def resolve(target: str) -> Callable[..., object]:
+    """The function named ``"module:function"``; only modules inside ``plugin.tools``."""
+    module, _, name = target.partition(":")
+    if not module.startswith(_PREFIX) or not name.isidentifier():
+        raise LookupError(target)
+    fn = getattr(importlib.import_module(module), name)
+    if not callable(fn):
+        raise LookupError(target)
+    return fn  # type: ignore[no-any-return]
+
+
+def _die_with(parent: int) -> None:
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent was gone before the request above
+        raise SystemExit(0)
+
+
+def _answer(request: object) -> object:
+    try:
+        match request:
+            case (str(target), float() | int() | None as budget, tuple(args)):
+                return ("ok", resolve(target)(Stop(budget), *args))
+        raise LookupError("a request of an unknown shape")
+    except (OutOfTime, Stopped):
+        return ("out_of_time",)
+    except Exception as exc:  # reduced to its type: the parent logs it, nothing raw is sent
+        return ("failed", type(exc).__name__)
+
+
+def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
+    """Answer requests until the end of the input."""
+    while True:
+        try:
+            request = read_frame(requests)
+        except EOFError:
+            return
+        write_frame(replies, _answer(request))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The child's entry point (see module docs)."""
+    args = sys.argv[1:] if argv is None else argv
+    _die_with(int(args[0]) if args else os.getppid())
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C reaches both
+    import plugin.tools.logs.jsonl  # noqa: F401 - the usual target, imported before "ready"
+
+    write_frame(replies, ("ready", os.getpid()))
+    try:
+        serve(sys.stdin.buffer, replies)
+    except BrokenPipeError:  # the parent is gone
+        pass
+
+
+if __name__ == "__main__":
+    main()

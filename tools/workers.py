@@ -1,0 +1,323 @@
+"""CPU-heavy evidence work in child processes, so it never shares the event loop's interpreter.
+
+A worker thread (:mod:`plugin.tools.threads`) keeps the loop free only as long as the thread
+lets go of the GIL: one C call over a batch, a garbage collection of a large heap or a pause
+of the thread holding it stalls every other coroutine (seen: loop lag p99 15–150 ms while the
+busiest log hour is scanned in a thread). A :class:`WorkerPool` runs such work in at most
+``size`` long-lived child processes (``python -m plugin.tools.worker_child``), one call at a
+time each, so the parent's loop only waits on a pipe.
+
+Protocol (both directions): a 4-byte big-endian length, then a pickle. The child sends
+``("ready", pid)`` once it has imported what it needs; each request is ``(target, budget,
+args)`` — ``target`` a ``"module:function"`` inside ``plugin.tools``, called as
+``function(Stop(budget), *args)`` — and each reply is ``("ok", value)``, ``("out_of_time",)``
+or ``("failed", type name)``. Only the parent writes requests; the child imports nothing
+outside ``plugin.tools``.
+
+Bounds and faults:
+
+* **Cancellation and deadlines** reach the child at once: the awaiting coroutine cancelled (the
+  run's deadline, a Cancel) kills that child (``SIGKILL``) and the pool starts another one when
+  it is next needed; a call that outlives its ``budget`` plus :data:`GRACE_SECONDS` is killed
+  too and raises :class:`OutOfTime`. A killed child takes no core and holds nothing: the parent
+  process can always exit.
+* **A child that dies** (killed by the kernel, a crash) or answers with a frame over
+  :data:`MAX_REPLY_BYTES` raises :class:`WorkerFailed`; the child is discarded.
+* **The parent dying** ends its children: each asks the kernel for ``SIGKILL`` when its parent
+  exits (``PR_SET_PDEATHSIG``) and ends at the end of its input. :meth:`WorkerPool.close` (and,
+  for pools never closed, interpreter exit) kills what is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, Concatenate, ParamSpec, TypeVar
+
+from plugin.tools.errors import OutOfTime, WorkerFailed
+
+__all__ = [
+    "GRACE_SECONDS",
+    "MAX_REPLY_BYTES",
+    "START_SECONDS",
+    "WorkerFailed",
+    "WorkerPool",
+    "read_frame",
+    "target_name",
+    "write_frame",
+]
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+GRACE_SECONDS = 2.0  # past its own budget, a call is killed
+START_SECONDS = 60.0  # a child that is not ready by then is killed (a machine under load)
+MAX_REPLY_BYTES = 256 * 1024 * 1024  # a frame longer than this is not read
+_HEADER = struct.Struct(">I")
+_CHILD_MODULE = "plugin.tools.worker_child"
+# Every child of every pool, for the exit hook (a pool that was never closed).
+_LIVE: weakref.WeakSet[_Worker] = weakref.WeakSet()
+
+
+def write_frame(stream: IO[bytes], value: object) -> None:
+    """One length-prefixed pickle, flushed."""
+    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(payload)) + payload)
+    stream.flush()
+
+
+def read_frame(stream: IO[bytes], limit: int = MAX_REPLY_BYTES) -> object:
+    """One length-prefixed pickle; :class:`EOFError` at the end of the stream or on a short
+    frame, :class:`WorkerFailed` for a frame longer than ``limit``."""
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise EOFError
+    (size,) = _HEADER.unpack(header)
+    if size > limit:
+        raise WorkerFailed(f"a frame of {size} bytes")
+    payload = stream.read(size)
+    if len(payload) < size:
+        raise EOFError
+    return pickle.loads(payload)
+
+
+def target_name(fn: Callable[..., object]) -> str:
+    """``"module:function"`` of a module-level function inside ``plugin.tools``."""
+    module, name = fn.__module__, fn.__qualname__
+    if not module.startswith("plugin.tools.") or "." in name or "<" in name:
+        raise ValueError(f"{module}:{name} is not a module-level function of plugin.tools")
+    return f"{module}:{name}"
+
+
+class _Worker:
+    """One child process and its pipes; used by one call at a time."""
+
+    __slots__ = ("__weakref__", "dead", "pid", "proc")
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        self.dead = False
+
+    @classmethod
+    def start(cls) -> _Worker:
+        """Start a child and wait (blocking: call from a thread) for its ``ready`` frame."""
+        # The folder holding the ``plugin`` package this process imported (a checkout, a venv).
+        root = str(Path(sys.modules["plugin"].__file__ or ".").parent.parent)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", _CHILD_MODULE, str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            close_fds=True,
+        )
+        worker = cls(proc)
+        _LIVE.add(worker)
+        timer = threading.Timer(START_SECONDS, worker.kill)
+        timer.daemon = True
+        timer.start()
+        try:
+            ready = worker._read()
+        except (EOFError, OSError, pickle.UnpicklingError, WorkerFailed) as exc:
+            worker.kill()
+            raise WorkerFailed("the child did not start") from exc
+        finally:
+            timer.cancel()
+        if not (isinstance(ready, tuple) and ready[:1] == ("ready",)):
+            worker.kill()
+            raise WorkerFailed("the child did not start")
+        return worker
+
+    def _read(self) -> object:
+        assert self.proc.stdout is not None
+        return read_frame(self.proc.stdout)
+
+    def exchange(self, request: object) -> object:
+        """Send one request and wait for its reply (blocking: call from a thread)."""
+        assert self.proc.stdin is not None
+        try:
+            write_frame(self.proc.stdin, request)
+            return self._read()
+        except (EOFError, OSError, pickle.UnpicklingError, AttributeError, ValueError) as exc:
+            self.kill()
+            raise WorkerFailed("the child ended without an answer") from exc
+        except WorkerFailed:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """End the child now (any thread); idempotent."""
+        self.dead = True
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not refused
+            logger.warning("evidence worker %d did not end after SIGKILL", self.pid)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+
+
+class _Claim:
+    """A child being started for a caller that may give up waiting for it."""
+
+    __slots__ = ("abandoned", "worker")
+
+    def __init__(self) -> None:
+        self.abandoned = False
+        self.worker: _Worker | None = None
+
+
+class WorkerPool:
+    """At most ``size`` child processes, started when first needed (see module docs)."""
+
+    def __init__(self, size: int = 2) -> None:
+        if size < 1:
+            raise ValueError("a pool needs at least one worker")
+        self.size = size
+        self._idle: list[_Worker] = []
+        self._children: weakref.WeakSet[_Worker] = weakref.WeakSet()
+        self._slots = asyncio.BoundedSemaphore(size)  # bound to the loop that first waits on it
+        self._lock = threading.Lock()
+        self.started = 0  # children started over the pool's life (operators, tests)
+        # A pool dropped without close() (a host app that never closes its source): its idle
+        # children end with it (``_idle`` is only ever changed in place).
+        weakref.finalize(self, _kill_each, self._idle)
+        self.busy = 0  # calls a child is working on now
+
+    async def call(
+        self,
+        fn: Callable[Concatenate[Any, P], T],
+        budget: float | None,
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(Stop(budget), *args)`` in a child; cancelling the await kills that child."""
+        if kwargs:
+            raise TypeError("worker calls take positional arguments only")
+        request = (target_name(fn), budget, args)
+        await self._slots.acquire()
+        worker: _Worker | None = None
+        try:
+            worker = await self._take()
+            limit = None if budget is None else budget + GRACE_SECONDS
+            self.busy += 1
+            try:
+                reply = await asyncio.wait_for(asyncio.to_thread(worker.exchange, request), limit)
+            finally:
+                self.busy -= 1
+        except TimeoutError:
+            await self._kill(worker)
+            raise OutOfTime from None
+        except asyncio.CancelledError:
+            await self._kill(worker)
+            raise
+        finally:
+            self._give_back(worker)
+            self._slots.release()
+        return self._unpack(reply)  # type: ignore[return-value]
+
+    @staticmethod
+    async def _kill(worker: _Worker | None) -> None:
+        if worker is not None:
+            worker.dead = True  # never given back, even if this await is cancelled again
+            await asyncio.shield(asyncio.to_thread(worker.kill))
+
+    def pids(self) -> list[int]:
+        """The process ids of this pool's live children, idle or busy (operators, tests)."""
+        with self._lock:
+            return sorted(w.pid for w in self._children if not w.dead)
+
+    async def warm(self) -> None:
+        """Start one child ahead of the first call (``serve``'s warm-up)."""
+        self._give_back(await self._take())
+
+    async def _take(self) -> _Worker:
+        with self._lock:
+            while self._idle:
+                worker = self._idle.pop()
+                if not worker.dead and worker.proc.poll() is None:
+                    return worker
+        claim = _Claim()
+        try:
+            worker = await asyncio.to_thread(self._start, claim)
+        except asyncio.CancelledError:
+            with self._lock:
+                claim.abandoned = True  # the starting thread gives the child to the pool
+                started, claim.worker = claim.worker, None
+            self._give_back(started)
+            raise
+        return worker
+
+    def _start(self, claim: _Claim) -> _Worker:
+        """Start a child (in a thread); one whose caller is gone by then is kept idle — no
+        event loop callback is needed for that, so a closed loop loses no child."""
+        worker = _Worker.start()
+        with self._lock:
+            self.started += 1
+            self._children.add(worker)
+            if not claim.abandoned:
+                claim.worker = worker
+                return worker
+        self._give_back(worker)
+        return worker
+
+    def _give_back(self, worker: _Worker | None) -> None:
+        """An idle child back to the pool (a dead one is dropped)."""
+        if worker is None or worker.dead:
+            return
+        with self._lock:
+            self._idle.append(worker)
+
+    @staticmethod
+    def _unpack(reply: object) -> object:
+        match reply:
+            case ("ok", value):
+                return value
+            case ("out_of_time",):
+                raise OutOfTime
+            case ("failed", str(kind)):
+                raise WorkerFailed(f"the child failed: {kind}")
+        raise WorkerFailed("an answer of an unknown shape")
+
+    async def close(self) -> None:
+        """Kill the idle children (a busy one is kept by its call until the next close, the
+        pool's end or the interpreter's exit); the pool stays usable, a later call starts a
+        new child."""
+        with self._lock:
+            idle = list(self._idle)
+            self._idle.clear()
+        for worker in idle:
+            await asyncio.to_thread(worker.kill)
+
+
+def _kill_each(workers: list[_Worker]) -> None:
+    for worker in list(workers):
+        if not worker.dead:
+            worker.kill()
+
+
+@atexit.register
+def _kill_all() -> None:
+    _kill_each(list(_LIVE))
