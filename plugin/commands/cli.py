@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import json
 import logging
 import os
@@ -173,7 +172,7 @@ def _print_patterns(file: str | None) -> int:
     if file is None and sys.stdin is None:  # started with standard input closed
         return _error("INVALID_ARGUMENTS", "no FILE and no standard input to read")
     try:
-        lines = read_lines(file, sys.stdin.buffer if file is None else io.BytesIO())
+        lines = read_lines(file if file is not None else sys.stdin.fileno())
     except PatternsInputError as exc:
         return _error(exc.code.value, exc.message)
     patterns = window_patterns(lines)
