@@ -165,6 +165,7 @@ def _print_patterns(file: str | None) -> int:
     # window, as the summary sees a query's matches: read whole (bounded), then grouped.
     from plugin.commands.patterns_input import PatternsInputError, read_lines
     from plugin.tools.logs.summary import window_patterns
+    from plugin.tools.plain import visible_controls
 
     if sys.stdout is None:  # started with standard output closed: nowhere to print
         print("patterns: no standard output", file=sys.stderr)
@@ -177,7 +178,9 @@ def _print_patterns(file: str | None) -> int:
         return _error(exc.code.value, exc.message)
     patterns = window_patterns(lines)
     try:
-        sys.stdout.writelines(pattern + "\n" for pattern in patterns)
+        # A pattern is the message's own text: a terminal control, a bidi override or a line
+        # separator in it is shown escaped (\x1b, \u202e), never acted on, never a second line.
+        sys.stdout.writelines(visible_controls(pattern) + "\n" for pattern in patterns)
         sys.stdout.flush()
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
