@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from plugin.tools.pseudo_fs import pseudo_filesystem
+
 __all__ = [
     "HEADING_SEPARATOR",
     "MAX_RUNBOOK_BYTES",
@@ -273,10 +275,13 @@ def _open_inside(root: Path, parts: tuple[str, ...]) -> int | None:
 
 def _read_regular(fd: int) -> bytes | None:
     """The content behind ``fd`` if ``fstat`` says a regular file of at most
-    ``MAX_RUNBOOK_BYTES``, read bounded (it may still grow); closes ``fd``."""
+    ``MAX_RUNBOOK_BYTES``, not on a kernel pseudo file system (a folder that is itself a link
+    into ``/proc`` or ``/sys``), read bounded (it may still grow); closes ``fd``."""
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RUNBOOK_BYTES:
+            return None
+        if pseudo_filesystem(fd) is not None:
             return None
         raw = handle.read(MAX_RUNBOOK_BYTES + 1)
     return raw if len(raw) <= MAX_RUNBOOK_BYTES else None

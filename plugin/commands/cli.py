@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import json
 import logging
 import os
@@ -166,6 +165,7 @@ def _print_patterns(file: str | None) -> int:
     # window, as the summary sees a query's matches: read whole (bounded), then grouped.
     from plugin.commands.patterns_input import PatternsInputError, read_lines
     from plugin.tools.logs.summary import window_patterns
+    from plugin.tools.plain import visible_controls
 
     if sys.stdout is None:  # started with standard output closed: nowhere to print
         print("patterns: no standard output", file=sys.stderr)
@@ -173,12 +173,14 @@ def _print_patterns(file: str | None) -> int:
     if file is None and sys.stdin is None:  # started with standard input closed
         return _error("INVALID_ARGUMENTS", "no FILE and no standard input to read")
     try:
-        lines = read_lines(file, sys.stdin.buffer if file is None else io.BytesIO())
+        lines = read_lines(file if file is not None else sys.stdin.fileno())
     except PatternsInputError as exc:
         return _error(exc.code.value, exc.message)
     patterns = window_patterns(lines)
     try:
-        sys.stdout.writelines(pattern + "\n" for pattern in patterns)
+        # A pattern is the message's own text: a terminal control, a bidi override or a line
+        # separator in it is shown escaped (\x1b, \u202e), never acted on, never a second line.
+        sys.stdout.writelines(visible_controls(pattern) + "\n" for pattern in patterns)
         sys.stdout.flush()
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

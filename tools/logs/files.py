@@ -2,8 +2,9 @@
 
 :func:`open_inside` walks the relative path one directory at a time with ``O_NOFOLLOW`` and
 decides on the open descriptor (``fstat``): a link (to ``/proc`` or anywhere), a hard-linked file
-(``st_nlink > 1``: a second name of a file kept elsewhere), a FIFO, a device, a socket or a
-directory is skipped, never read.
+(``st_nlink > 1``: a second name of a file kept elsewhere), a FIFO, a device, a socket, a
+directory or a file on a kernel pseudo file system (``/proc``, ``/sys``…: the folder itself may
+be a link, :mod:`plugin.tools.pseudo_fs`) is skipped, never read.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import os
 import stat
 from pathlib import Path
 from typing import IO
+
+from plugin.tools.pseudo_fs import pseudo_filesystem
 
 __all__ = [
     "open_inside",
@@ -61,18 +64,26 @@ def open_inside(folder: Path, rel: Path) -> tuple[IO[bytes], int] | None:
 def _regular(fd: int, rel: Path) -> tuple[IO[bytes], int] | None:
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            logger.warning("skipped %s: not a regular file", rel.as_posix())
-            os.close(fd)
-            return None
-        if info.st_nlink > 1:
-            # A hard link is a second name of a file that may live anywhere on the same file
-            # system (a copy of a secret planted under an hour's name): refused like a symlink.
-            logger.warning("skipped %s: hard-linked (%d names)", rel.as_posix(), info.st_nlink)
-            os.close(fd)
-            return None
-        os.set_blocking(fd, True)
+        refusal = _refusal(fd, info)
+        if refusal is None:
+            os.set_blocking(fd, True)
     except OSError:
         os.close(fd)
         raise
+    if refusal is not None:
+        logger.warning("skipped %s: %s", rel.as_posix(), refusal)
+        os.close(fd)
+        return None
     return os.fdopen(fd, "rb"), info.st_size
+
+
+def _refusal(fd: int, info: os.stat_result) -> str | None:
+    """Why the open file ``fd`` (``info`` its ``fstat``) is not read, or ``None``."""
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file"
+    if info.st_nlink > 1:
+        # A hard link is a second name of a file that may live anywhere on the same file
+        # system (a copy of a secret planted under an hour's name): refused like a symlink.
+        return f"hard-linked ({info.st_nlink} names)"
+    kind = pseudo_filesystem(fd)  # a folder that is itself a link into /proc or /sys
+    return None if kind is None else f"on the {kind} pseudo file system"
