@@ -218,29 +218,33 @@ class WorkerPool:
             raise TypeError("worker calls take positional arguments only")
         request = (target_name(fn), budget, args)
         await self._slots.acquire()
-        worker: _Worker | None = None
+        held: list[_Worker] = []  # the child this call took, once it has one
+        limit = None if budget is None else budget + GRACE_SECONDS  # a slow start counts too
         try:
-            worker = await self._take()
-            limit = None if budget is None else budget + GRACE_SECONDS
-            self.busy += 1
-            try:
-                reply = await asyncio.wait_for(asyncio.to_thread(worker.exchange, request), limit)
-            finally:
-                self.busy -= 1
+            reply = await asyncio.wait_for(self._exchange(request, held), limit)
         except TimeoutError:
-            await self._kill(worker)
+            await self._kill(held)
             raise OutOfTime from None
         except asyncio.CancelledError:
-            await self._kill(worker)
+            await self._kill(held)
             raise
         finally:
-            self._give_back(worker)
+            self._give_back(held[0] if held else None)
             self._slots.release()
         return self._unpack(reply)  # type: ignore[return-value]
 
+    async def _exchange(self, request: object, held: list[_Worker]) -> object:
+        worker = await self._take()
+        held.append(worker)
+        self.busy += 1
+        try:
+            return await asyncio.to_thread(worker.exchange, request)
+        finally:
+            self.busy -= 1
+
     @staticmethod
-    async def _kill(worker: _Worker | None) -> None:
-        if worker is not None:
+    async def _kill(held: list[_Worker]) -> None:
+        for worker in held:
             worker.dead = True  # never given back, even if this await is cancelled again
             await asyncio.shield(asyncio.to_thread(worker.kill))
 

@@ -22,12 +22,20 @@ from pathlib import Path
 import pytest
 
 from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
+from plugin.tools.errors import LogSourceError
 from plugin.tools.logs import JsonlLogSource, LogsAdapter
 from plugin.tools.logs.jsonl import scan_window
 from plugin.tools.logs.parts import window_files
 from plugin.tools.schemas import LogLevel, LogsInput
 from plugin.tools.worker_child import resolve
-from plugin.tools.workers import WorkerFailed, WorkerPool, read_frame, target_name, write_frame
+from plugin.tools.workers import (
+    GRACE_SECONDS,
+    WorkerFailed,
+    WorkerPool,
+    read_frame,
+    target_name,
+    write_frame,
+)
 from tests.tools.test_logs import _at, _input, _line, _write
 from tests.tools.test_logs_stop import HOUR_FILE, _endless_hour
 
@@ -154,6 +162,8 @@ async def test_children_past_their_budget_answer_timeout_and_stay(tmp_path: Path
     adapter = LogsAdapter(source)
     call = AdapterCall("c", "r", _input(_at(10), _at(11)))
     try:
+        await asyncio.gather(source.workers.warm(), source.workers.warm())  # started in time
+        assert len(source.workers.pids()) == 2
         assert await adapter.invoke(call) == Failed(AdapterErrorCode.TIMEOUT)
         # The first part out of time ends the query: a sibling still scanning is killed.
         pids = source.workers.pids()
@@ -251,6 +261,21 @@ def test_no_child_outlives_its_parent(tmp_path: Path, how: str) -> None:
     while not all(map(_gone, pids)) and time.monotonic() < until:
         time.sleep(0.02)
     assert all(map(_gone, pids))
+
+
+async def test_a_child_that_starts_too_slowly_counts_against_the_budget(tmp_path: Path) -> None:
+    _mixed_history(tmp_path)
+    source = JsonlLogSource(tmp_path, process_bytes=0, scan_seconds=0.1 - GRACE_SECONDS)
+    try:
+        with pytest.raises(LogSourceError) as raised:
+            await source.search(_input(_at(10), _at(12)))
+        assert raised.value.code is AdapterErrorCode.TIMEOUT
+        # The child started for nobody is kept for the next query, never left running loose.
+        assert await _until(lambda: source.workers.started == 1, 60)
+        assert await _until(lambda: len(source.workers.pids()) == 1, 5)
+    finally:
+        await source.aclose()
+    assert source.workers.pids() == []
 
 
 def test_frames_are_bounded_and_a_short_frame_is_the_end() -> None:
