@@ -184,5 +184,5 @@ async def run_logs(sizes: Sizes) -> list[Row]:
             "unfiltered 1 h window on the largest hour file: every line counted and patterned"),
         Row(SECTION, "loop lag p99 during the busiest-hour summaries", c["loop_lag_p99_ms"], "ms",
             "< 20 ms", judged(c["loop_lag_p99_ms"] < 20), {"loop_lag_max_ms": c["loop_lag_max_ms"]},
-            "10 ms ticker on the event loop while the scan runs in a worker thread"),
+            "10 ms ticker on the event loop while the scan runs in child processes"),
     ]  # fmt: skip

@@ -23,6 +23,8 @@ Bounds and faults:
   process can always exit.
 * **A child that dies** (killed by the kernel, a crash) or answers with a frame over
   :data:`MAX_REPLY_BYTES` raises :class:`WorkerFailed`; the child is discarded.
+* **Credentials** never reach a child: it inherits only the locale, paths and ``PYTHON*``
+  variables of the environment (:data:`_ENV`), no token or DSN.
 * **The parent dying** ends its children: each asks the kernel for ``SIGKILL`` when its parent
   exits (``PR_SET_PDEATHSIG``) and ends at the end of its input. :meth:`WorkerPool.close` (and,
   for pools never closed, interpreter exit) kills what is left.
@@ -67,6 +69,9 @@ START_SECONDS = 60.0  # a child that is not ready by then is killed (a machine u
 MAX_REPLY_BYTES = 256 * 1024 * 1024  # a frame longer than this is not read
 _HEADER = struct.Struct(">I")
 _CHILD_MODULE = "plugin.tools.worker_child"
+# What a child inherits of the environment (and PYTHON*): no credential reaches it, since it
+# reads files and computes, and nothing it needs is configured through the environment.
+_ENV = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "VIRTUAL_ENV"})
 # Every child of every pool, for the exit hook (a pool that was never closed).
 _LIVE: weakref.WeakSet[_Worker] = weakref.WeakSet()
 
@@ -116,7 +121,7 @@ class _Worker:
         """Start a child and wait (blocking: call from a thread) for its ``ready`` frame."""
         # The folder holding the ``plugin`` package this process imported (a checkout, a venv).
         root = str(Path(sys.modules["plugin"].__file__ or ".").parent.parent)
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items() if k in _ENV or k.startswith("PYTHON")}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         proc = subprocess.Popen(
             [sys.executable, "-m", _CHILD_MODULE, str(os.getpid())],

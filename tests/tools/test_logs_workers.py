@@ -278,6 +278,25 @@ async def test_a_child_that_starts_too_slowly_counts_against_the_budget(tmp_path
     assert source.workers.pids() == []
 
 
+async def test_a_child_inherits_no_credential(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")  # the environment, not the code
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-secret")
+    monkeypatch.setenv("DIAG_MYSQL_DSN", "mysql://root:pw@127.0.0.1/x")
+    _mixed_history(tmp_path)
+    source = JsonlLogSource(tmp_path, process_bytes=0)
+    try:
+        await source.search(_input(_at(10), _at(12)))
+        (pid,) = source.workers.pids()
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")  # noqa: ASYNC240
+        names = {entry.partition(b"=")[0].decode() for entry in environ if entry}
+        assert {"OPENAI_API_KEY", "SLACK_BOT_TOKEN", "DIAG_MYSQL_DSN"}.isdisjoint(names)
+        assert b"secret" not in b"".join(environ) and "PYTHONPATH" in names
+    finally:
+        await source.aclose()
+
+
 def test_frames_are_bounded_and_a_short_frame_is_the_end() -> None:
     buffer = io.BytesIO()
     write_frame(buffer, ("ok", [1, "two"]))
