@@ -173,6 +173,12 @@ def _unguarded(text: str) -> str:
 PIECES = [
     "a", "Z", "0", "7", " ", ".", ":", "-", "+", "_", "/", "=", '"', "'", "<*>", "x", "0x", "AM",
     "p.m.", "Mon", "Jun", "May ", ".com", ".internal", "node-", "db.", "ab12", "T", "Z",
+    # the gates' needles and what stands beside them (issue 20: faster gates, same results)
+    "= ", ": ", "X", "0X", "ffff", "FFFF", "abcdef", "-0000-", "0000-", "00:00", ":00", "00.0",
+    "1.2.3.4", "fe80::", "a4:5e:", " sec", " seconds", "ms", "%", " B", "B", "K", "KiB",
+    " bytes", "PM", "a.m.", "_AB12", "_C6", "-B12", "_ABCDEFGHIJKL", "()", " ()", "(", ")",
+    "Thu", "Thursday", "THU", "JAN", "January", "Sept", ",", ".hk", ".co.uk", "blk_", "~", "<",
+    ">=", "\u0663", "\uff13", "\u00b5", "\u2217", "\n",
 ]  # fmt: skip
 
 
@@ -180,7 +186,7 @@ def test_the_needle_guards_never_change_a_result() -> None:
     """A rule skipped for want of its needle could not have matched: masking with the guards
     equals masking with every rule run, on random texts built from every rule's pieces."""
     rng = random.Random(7)
-    for _ in range(3000):
+    for _ in range(6000):
         text = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 40)))
         assert mask_message(text) == _unguarded(text), text
     for event, line in _corpus(per_event=3):

@@ -219,7 +219,7 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"(?<=\d[-/ ])" + _MONTH + r"(?=[-/ ]\d)"), WILDCARD),
     # IPv4 with an optional port
-    (re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\d.])"), WILDCARD),
+    (re.compile(r"\d(?<![\d.]\d)\d{0,2}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\d.])"), WILDCARD),
     # host names: a dotted name under a common suffix (node-7.prod.example.com, *.internal,
     # a.example.co.uk) or of 3+ labels under a country code (proxy.cse.cuhk.edu.hk, x.b.nl),
     # or a name with a dash or two dots before a port (db-primary:3306); a one-dot name before
@@ -300,7 +300,12 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?<=_)[A-Z0-9]{12,}" + _NOT_ALNUM_AFTER), WILDCARD),
     # every remaining digit run (a version's dots included), with its sign where one stands
     # alone before it (offset=-12, blk_-1608…; node-3 keeps its dash): no digit is ever shown
-    (re.compile(r"(?:(?<![A-Za-z0-9])[-+])?\d+(?:[.,]\d+)*"), WILDCARD),
+    # (written to start with the class of its first character, so that its pass skips to the
+    # candidates in C: a sign not after a letter or digit, or a digit)
+    (
+        re.compile(r"[-+\d](?:(?<=[-+])(?<![A-Za-z0-9][-+])\d+|(?<=\d)\d*)(?:[.,]\d+)*"),
+        WILDCARD,
+    ),
     # an empty value in brackets where a value stands: host () vs host (name) -> (<*>)
     (re.compile(r"(?<![^ =:,])\(\)(?![^ ,;.])"), "(" + WILDCARD + ")"),
     # adjacent wildcards joined by punctuation collapse: <*>.<*>, <*>:<*>, a list <*>,<*>, and
@@ -313,53 +318,61 @@ def _any_of(*needles: str) -> re.Pattern[str]:
     return re.compile("|".join(re.escape(needle) for needle in needles))
 
 
-_MONTH_NEEDLES = _any_of(*_MONTHS, *(m.upper() for m in _MONTHS))
-# A rule runs only on text holding one of its needles (a substring test, or one search for an
-# alternation of literals or a short anchored shape every match must contain, costs a fraction
-# of the rule's pass): what a message cannot match costs almost nothing.
-_DIGIT = re.compile(r"\d")
-_DIGIT_COLON_DIGIT = re.compile(r"\d:\d")
-_NEEDLES: dict[re.Pattern[str], str | re.Pattern[str]] = {
-    _MASKS[0][0]: _any_of('="', "='", ':"', ":'", '= "', "= '", ': "', ": '"),
-    _MASKS[1][0]: "-",
-    _MASKS[2][0]: "-",
-    _MASKS[3][0]: _DIGIT_COLON_DIGIT,
-    _MASKS[4][0]: re.compile(r"::|[0-9A-Fa-f]:[0-9A-Fa-f]"),
-    _MASKS[5][0]: _DIGIT_COLON_DIGIT,
-    _MASKS[6][0]: _any_of(*_WEEKDAYS, *(d.upper() for d in _WEEKDAYS)),
-    _MASKS[7][0]: _MONTH_NEEDLES,
-    _MASKS[8][0]: _MONTH_NEEDLES,
-    _MASKS[9][0]: re.compile(r"\d\.\d"),
-    _MASKS[10][0]: re.compile(r"[A-Za-z0-9-]\.[a-z]"),
-    _MASKS[11][0]: re.compile(r":\d\d"),
-    _MASKS[12][0]: _any_of("0x", "0X"),
-    _MASKS[13][0]: re.compile(r"[0-9a-fA-F]{8}"),
-    _MASKS[14][0]: re.compile(r"\d ?[KMGTPEBb]"),
-    _MASKS[15][0]: re.compile(r"\d [numshd]"),
-    _MASKS[16][0]: re.compile(r"\d[nuµmshdKMGTB%]"),
-    _MASKS[17][0]: re.compile(r"[A-Za-z]\d|\d[A-Za-z]"),
-    _MASKS[18][0]: re.compile(r"[A-Za-z0-9][_-][A-Z]"),
-    _MASKS[19][0]: "_",
-    _MASKS[20][0]: _DIGIT,
-    _MASKS[21][0]: "()",
-    _MASKS[22][0]: WILDCARD,
-}
-
-
-def _may_match(pattern: re.Pattern[str], text: str) -> bool:
-    needle = _NEEDLES.get(pattern)
-    if needle is None:
-        return True
-    if isinstance(needle, str):
-        return needle in text
-    return needle.search(text) is not None
+# A rule runs only on text holding its gate: a substring (``""``: any text) and, when given, a
+# match of a needle that every match of the rule contains (a cheap search: each needle starts
+# with a literal or a small class, so the search skips to its candidates in C). What a message
+# cannot match then costs a substring test or one search, not the rule's pass, and a needle
+# shared by consecutive rules is searched once while the text is unchanged. Gates only skip
+# passes that would find nothing (tests/tools/test_pattern_quality.py compares with every rule
+# run); each needle is linear like the rules (tests/tools/test_evidence_mask_linear.py).
+_MONTH_NEEDLE = _any_of(*_MONTHS, *(m.upper() for m in _MONTHS))
+_HH = "[0-9a-fA-F]"
+_GATES: tuple[tuple[str, re.Pattern[str] | None], ...] = (
+    ("", re.compile(r"[\"'](?:(?<=[=:][\"'])|(?<=[=:] [\"']))")),  # ="  = '  :"  : '
+    ("-", re.compile(rf"-{_HH}{{4}}-{_HH}{{4}}-{_HH}{{4}}-")),  # a UUID's middle groups
+    ("-", re.compile(r"-\d\d-\d")),  # 2026-11-28
+    (":", re.compile(r":\d\d(?::\d\d)?(?:[.,]\d++)? ?[AaPp]")),  # 10:05 PM
+    (":", re.compile(rf":(?::|(?:{_HH}{{1,4}}:){{4}})")),  # a :: or 6+ groups
+    (":", re.compile(r":\d\d:\d")),  # 10:05:00
+    ("", _any_of(*_WEEKDAYS, *(d.upper() for d in _WEEKDAYS))),
+    ("", _MONTH_NEEDLE),
+    ("", _MONTH_NEEDLE),
+    (".", re.compile(r"\.\d{1,3}\.\d{1,3}\.\d")),  # 10.0.0.1
+    (".", re.compile(r"\.[a-z](?<=[A-Za-z0-9-]\.[a-z])")),  # a dotted name
+    (":", re.compile(r":\d\d")),  # host:port
+    ("", re.compile(r"[xX](?<=0[xX])")),  # 0x…
+    ("", re.compile(rf"{_HH}{{8}}")),
+    ("", re.compile(r"\d ?[KMGTPEBb]")),  # 24 B, 9.2 KB, 7 bytes
+    ("", re.compile(r"\d [numshd]")),  # 12 seconds
+    ("", re.compile(r"\d[nuµmshdKMGTB%]")),  # 3000ms
+    ("", re.compile(r"\d(?:(?<=[A-Za-z]\d)|[A-Za-z])")),  # a letter beside a digit
+    ("", re.compile(r"[_-][A-Z]{1,2}\d")),  # _C6
+    ("_", re.compile(r"_[A-Z0-9]{12}")),  # _DAMPHFXMULRU
+    ("", None),  # digits: the rule's own pass starts only at a digit or sign
+    ("()", None),
+    (WILDCARD, None),
+)
+_GATED: tuple[tuple[re.Pattern[str], str, str, re.Pattern[str] | None], ...] = tuple(
+    (pattern, replacement, literal, needle)
+    for (pattern, replacement), (literal, needle) in zip(_MASKS, _GATES, strict=True)
+)
 
 
 def mask_message(text: str) -> str:
     """``text`` with its variable parts as ``<*>`` (the rules above, in order)."""
-    for pattern, replacement in _MASKS:
-        if _may_match(pattern, text):
-            text = pattern.sub(replacement, text)
+    searched: re.Pattern[str] | None = None  # the needle last searched in this very text
+    found = False
+    for pattern, replacement, literal, needle in _GATED:
+        if literal not in text:
+            continue
+        if needle is not None:
+            if needle is not searched:
+                searched, found = needle, needle.search(text) is not None
+            if not found:
+                continue
+        masked = pattern.sub(replacement, text)
+        if masked != text:
+            text, searched = masked, None
     return text
 
 
