@@ -422,9 +422,15 @@ def window_patterns(messages: Sequence[str]) -> list[str]:
     """What the summary groups each of ``messages`` under when they are one window's matches
     (what ``sre-diag patterns`` prints): :func:`message_pattern`, then :func:`variant_targets`
     over all of them."""
-    alone = [message_pattern(message) for message in messages]
-    targets = variant_targets(Counter(alone))
-    return [targets.get(pattern, pattern) for pattern in alone]
+    keys = pattern_keys(messages)
+    lines = Counter(keys)  # each distinct key is masked once, its lines counted in C
+    alone = {key: full_pattern(key) for key in lines}
+    counts: Counter[str] = Counter()
+    for key, count in lines.items():
+        counts[alone[key]] += count
+    targets = variant_targets(counts)
+    grouped = {key: targets.get(pattern, pattern) for key, pattern in alone.items()}
+    return list(map(grouped.__getitem__, keys))
 
 
 class _Seen:
