@@ -1,6 +1,6 @@
 """The pattern masker stays linear on hostile message shapes (issue 20 item 3).
 
-Every rule of :data:`plugin.tools.logs.summary._MASKS` is timed on 32 KB runs of the characters its
+Every rule of :data:`plugin.tools.logs.masking._MASKS` is timed on 32 KB runs of the characters its
 quantifiers repeat over, with several tails (a run ending where a rule then needs something
 is the backtracking trigger). The number-with-unit rule started at every digit group of
 ``1.1.1.…`` and scanned the rest of the run from each: quadratic (~10 ms for 1.2 KB, the
@@ -15,14 +15,8 @@ import time
 
 import pytest
 
-from plugin.tools.logs.summary import (
-    _GATES,
-    _MASKS,
-    KEY_CHARS,
-    full_pattern,
-    mask_message,
-    pattern_key,
-)
+from plugin.tools.logs.masking import _GATES, _MASKS
+from plugin.tools.logs.summary import KEY_CHARS, full_pattern, mask_message, pattern_key
 
 pytestmark = pytest.mark.solo  # per-byte timings: the serial phase (scripts/test)
 
@@ -40,7 +34,7 @@ UNITS = [
     "a.co.", "_A1", "-AB1", "a_A", "<*> (<*>)", "<*> (", " (<*>", "<*> (<*>) ",
     "<1 sec ", "<1", "<", "1 se", "1 secs", "1.5 m", "~1 h", ">=1 ", "1 1 ", "()", " ()", "( )",
     "<*>,", "<*>,<*> ", "January ", "Thurs, ", "1 JAN ", "Sept. 1",
-    # the gates' needles (summary._GATES)
+    # the gates' needles (masking._GATES)
     "= \"", ": '", "'", "-0000-", "-ffff-", "-00-0", ":00:00.0 ", ":00.0", ":00 ", "a:a:a:",
     "0x", "xX", ".0.0.", ".1.", ".a", "a.a", "0 K", "0 s", "0m", "a0", "0a", "_A0", "-AB1",
     "_AAAAAAAAAAA", "_A",

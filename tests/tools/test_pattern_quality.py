@@ -17,8 +17,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from plugin.tools.logs.masking import _MASKS
 from plugin.tools.logs.summary import (
-    _MASKS,
     MERGE_VARIANTS,
     PATTERN_CHARS,
     Grid,
