@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from plugin.tools.logs.masking import _MASKS
+from plugin.tools.logs.masking import _GATES, _MASKS, _ZERO_NEEDLES, mask_key_text
 from plugin.tools.logs.summary import (
     MERGE_VARIANTS,
     PATTERN_CHARS,
@@ -191,6 +191,22 @@ def test_the_needle_guards_never_change_a_result() -> None:
         assert mask_message(text) == _unguarded(text), text
     for event, line in _corpus(per_event=3):
         assert mask_message(line) == _unguarded(line), event
+
+
+def test_on_a_keys_text_the_zero_needles_find_what_the_general_ones_find() -> None:
+    """A key's text is ASCII digits as 0 (:func:`pattern_key`): there, each needle that starts
+    with the literal 0 finds a match exactly when its general form does, and masking a key's
+    text (:func:`mask_key_text`) is masking it with the general gates."""
+    rng = random.Random(8)
+    zero = str.maketrans("123456789", "0" * 9)
+    pieces = [piece for piece in PIECES if piece.isascii()]
+    for _ in range(6000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 40))).translate(zero)
+        for index, needle in _ZERO_NEEDLES.items():
+            general = _GATES[index][1]
+            assert general is not None
+            assert (needle.search(text) is None) == (general.search(text) is None), text
+        assert mask_key_text(text) == mask_message(text) == _unguarded(text), text
 
 
 USERS = ["admin", "oracle", "test", "guest", "ubuntu", "postgres", "deploy", "git", "ftp", "pi"]

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-from plugin.tools.logs.masking import mask_message
+from plugin.tools.logs.masking import mask_key_text, mask_message
 from plugin.tools.logs.variants import MERGE_VARIANTS, STOP_EVERY, WILDCARD, variant_targets
 from plugin.tools.redact import HEADROOM, redact_prefix
 from plugin.tools.schemas import LogBuckets, LogPattern, LogSummary
@@ -154,7 +154,10 @@ def full_pattern(key: bytes) -> str:
     text, _ = redact_prefix(key.decode("utf-8", "surrogatepass"), KEY_CHARS)
     # A message's own "<*>" is not the mask: a line cannot pose as a pattern's wildcard form.
     text = text.replace("<*>", "<\u2217>")
-    return " ".join(_collapse_runs(mask_message(text).split()))
+    # A key's only digit is 0 (pattern_key), which the masker can search for faster; a caller's
+    # own bytes with other digits are masked by the general form.
+    masked = mask_key_text(text) if key.translate(_DIGITS) == key else mask_message(text)
+    return " ".join(_collapse_runs(masked.split()))
 
 
 def _collapse_runs(tokens: list[str]) -> list[str]:
