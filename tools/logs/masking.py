@@ -223,7 +223,7 @@ _GATES: tuple[tuple[str, re.Pattern[str] | None], ...] = (
     ("", _MONTH_NEEDLE),
     (".", re.compile(r"\.\d{1,3}\.\d{1,3}\.\d")),  # 10.0.0.1
     (".", re.compile(r"\.[a-z](?<=[A-Za-z0-9-]\.[a-z])")),  # a dotted name
-    (":", re.compile(r":\d\d")),  # host:port
+    (":", re.compile(r"[-.][A-Za-z0-9]*+:\d\d")),  # host:port: a dash or dot in the name
     ("", re.compile(r"[xX](?<=0[xX])")),  # 0x…
     ("", re.compile(rf"{_HH}{{8}}")),
     ("", re.compile(r"\d ?[KMGTPEBb]")),  # 24 B, 9.2 KB, 7 bytes
