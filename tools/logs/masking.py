@@ -224,9 +224,9 @@ _GATES: tuple[tuple[str, re.Pattern[str] | None], ...] = (
     (".", re.compile(r"\.\d{1,3}\.\d{1,3}\.\d")),  # 10.0.0.1
     (".", re.compile(r"\.[a-z](?<=[A-Za-z0-9-]\.[a-z])")),  # a dotted name
     (":", re.compile(r"[-.][A-Za-z0-9]*+:\d\d")),  # host:port: a dash or dot in the name
-    ("", re.compile(r"[xX](?<=0[xX])")),  # 0x…
+    ("", re.compile(r"[xX](?<=(?<![A-Za-z0-9])0[xX])[0-9a-fA-F]")),  # 0x…
     ("", re.compile(rf"{_HH}{{8}}")),
-    ("", re.compile(r"\d ?[KMGTPEBb]")),  # 24 B, 9.2 KB, 7 bytes
+    ("", re.compile(r"\d ?(?:[KMGTPE]i?B|B|bytes)(?![A-Za-z0-9])")),  # 24 B, 9.2 KB, 7 bytes
     ("", re.compile(r"\d [numshd]")),  # 12 seconds
     ("", re.compile(r"\d[nuµmshdKMGTB%]")),  # 3000ms
     ("", re.compile(r"\d(?:(?<=[A-Za-z]\d)|[A-Za-z])")),  # a letter beside a digit
@@ -246,7 +246,7 @@ _GATED: _Gated = tuple(
 # start with the literal 0 instead, which the search finds several times faster than a class.
 # On that text each finds what its general form finds (tests/tools/test_pattern_quality.py).
 _ZERO_NEEDLES = {
-    14: re.compile(r"0 ?[KMGTPEBb]"),
+    14: re.compile(r"0 ?(?:[KMGTPE]i?B|B|bytes)(?![A-Za-z0-9])"),
     15: re.compile(r"0 [numshd]"),
     16: re.compile(r"0[numshdKMGTB%]"),
     17: re.compile(r"0(?:(?<=[A-Za-z]0)|[A-Za-z])"),
