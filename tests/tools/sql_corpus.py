@@ -312,7 +312,7 @@ BENIGN: list[str] = [
     "AND status <> 'PAID' ORDER BY id",
     "SELECT EXTRACT(HOUR FROM deployed_at) AS h, service FROM deployments",
     "SELECT id FROM orders LIMIT 1;",
-    'SELECT status FROM orders WHERE id = "ord_10231"',
+    "SELECT status FROM orders WHERE id = \"ord_10231\"",
     "SELECT CAST(amount_cents AS DECIMAL(12, 2)) / 100 AS amount, "
     "CAST(id AS CHAR CHARACTER SET utf8mb4) AS k FROM orders LIMIT 3",
     "SELECT TIMESTAMPDIFF(SECOND, MIN(created_at), MAX(created_at)) AS span_s, "
@@ -328,7 +328,8 @@ BENIGN: list[str] = [
     "SELECT service, sampled_at, waiting, AVG(waiting) OVER (PARTITION BY service ORDER BY "
     "sampled_at ROWS BETWEEN 4 PRECEDING AND CURRENT ROW) AS avg5 FROM db_pool_metrics "
     "WHERE sampled_at BETWEEN '2026-11-28 10:00:00' AND '2026-11-28 10:30:00' LIMIT 20",
-    "SELECT COUNT(DISTINCT status) AS statuses, COUNT(DISTINCT currency) AS currencies FROM orders",
+    "SELECT COUNT(DISTINCT status) AS statuses, COUNT(DISTINCT currency) AS currencies "
+    "FROM orders",
     "SELECT DISTINCT provider FROM payments ORDER BY provider",
     "SELECT id, LENGTH(change_summary) AS len, CHAR_LENGTH(change_summary) AS chars "
     "FROM deployments ORDER BY len DESC LIMIT 3",
@@ -345,5 +346,6 @@ BENIGN: list[str] = [
     "SELECT status, COUNT(*) FROM orders GROUP BY 1 ORDER BY 2 DESC",
     "SELECT id FROM orders WHERE id LIKE 'ord_102%' AND status NOT IN ('PAID') LIMIT 5",
     "SELECT IFNULL(error_code, '-') AS code, TRIM(provider) AS provider FROM payments LIMIT 5",
-    "SELECT CAST(latency_ms AS CHAR(12)) AS ms, LEFT(created_at, 10) AS day FROM payments LIMIT 3",
+    "SELECT CAST(latency_ms AS CHAR(12)) AS ms, LEFT(created_at, 10) AS day FROM payments "
+    "LIMIT 3",
 ]
