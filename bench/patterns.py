@@ -12,7 +12,9 @@ largest groups are the five largest shapes with their exact counts (what ``top_m
 and the time per line.
 
 ``python -m bench.patterns`` (Drain3 is optional: ``pip install -e '.[bench]'``; without it only
-the masker is scored).
+the masker is scored). ``--repeat N`` times each miner N times from scratch (the masker's pattern
+cache cleared, a new Drain3 miner) and keeps the fastest: on a shared machine, load only ever
+slows a run.
 
 ``python -m bench.patterns --loghub DIR`` scores both, per system, on the Loghub 2k samples
 (Zhu et al., "Loghub: A Large Collection of System Log Datasets for AI-driven Log Analytics",
