@@ -123,20 +123,58 @@ def _aws_line(match: re.Match[str]) -> str:
     return _AWS_SECRET.sub(MARK, match.group(0))
 
 
-_RULES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
-    (_PEM, "[REDACTED PRIVATE KEY]"),
-    (_JWT, _jwt),
-    (_SLACK, MARK),
-    (_GITHUB, MARK),
-    (_AWS_LINE, _aws_line),
-    (_AWS_KEY_ID, MARK),
-    (_AUTH_HEADER, _keep_key_and_scheme),
-    (_COOKIE_HEADER, _keep_key),
-    (_BEARER, _keep_key),
-    (_URL_USERINFO, _url_password),
-    (_KEY_VALUE, _keep_quotes),
-    (_GENERIC, _keep_key),
+_Replacement = str | Callable[[re.Match[str]], str]
+# Each rule with its gate, a test on the text folded to lower case (:func:`_folded`): a rule
+# runs only when its gate holds, i.e. when the text holds the literal words that every match of
+# the rule contains (lower-cased: the case-insensitive rules' words, and the case-sensitive
+# ones' too, since a folded text holds the lower case of every ASCII letter of the text). A
+# gate only skips passes that would find nothing, so redaction is exactly what running every
+# rule gives (tests/tools/test_redact_gates.py), at a few substring tests for most texts.
+_Gate = Callable[[str], bool]
+_GENERIC_WORDS = ("key", "secret", "token", "signature", "hmac")
+_KEY_WORDS = ("pass", "pwd", "secret", "token", "api", "access", "private", "credential", "signing")
+
+
+def _holds_any(text: str, words: tuple[str, ...]) -> bool:
+    return any(map(text.__contains__, words))
+
+
+_RULES: tuple[tuple[re.Pattern[str], _Replacement, _Gate], ...] = (
+    (_PEM, "[REDACTED PRIVATE KEY]", lambda t: "-----begin " in t and "private key-----" in t),
+    (_JWT, _jwt, lambda t: "eyj" in t),
+    (_SLACK, MARK, lambda t: "xox" in t or "xapp-" in t),
+    (_GITHUB, MARK, lambda t: "_" in t and ("gh" in t or "github_pat_" in t)),
+    (_AWS_LINE, _aws_line, lambda t: "akia" in t or "asia" in t),
+    (_AWS_KEY_ID, MARK, lambda t: "akia" in t or "asia" in t),
+    (_AUTH_HEADER, _keep_key_and_scheme, lambda t: "authorization" in t),
+    (_COOKIE_HEADER, _keep_key, lambda t: "cookie" in t),
+    (_BEARER, _keep_key, lambda t: "bearer" in t),
+    (_URL_USERINFO, _url_password, lambda t: "://" in t and "@" in t),
+    (_KEY_VALUE, _keep_quotes, lambda t: ("=" in t or ":" in t) and _holds_any(t, _KEY_WORDS)),
+    (_GENERIC, _keep_key, lambda t: _holds_any(t, _GENERIC_WORDS)),
 )
+# Every gate above asks for one of these words: a text holding none of them (almost every log
+# line) is returned after one search instead of every gate's substring tests.
+_ANY_GATE_WORD = re.compile(
+    "|".join(
+        re.escape(word)
+        for word in (
+            "-----begin ", "eyj", "xox", "xapp-", "gh", "github_pat_", "akia", "asia",
+            "authorization", "cookie", "bearer", "://", *_KEY_WORDS, *_GENERIC_WORDS,
+        )
+    )
+)  # fmt: skip
+# The only characters outside ASCII that a case-insensitive pattern matches to an ASCII letter
+# (found by trying every code point; the gate test checks it again): they fold as that letter.
+_FOLD_TO_ASCII = (("\u0130", "i"), ("\u0131", "i"), ("\u017f", "s"))  # K (U+212A) lowers to k
+
+
+def _folded(text: str) -> str:
+    """``text`` in lower case, with the three letters above as the ASCII letter they match."""
+    if not text.isascii():
+        for letter, ascii_letter in _FOLD_TO_ASCII:
+            text = text.replace(letter, ascii_letter)
+    return text.lower()
 
 
 def redact(text: str) -> str:
@@ -145,8 +183,14 @@ def redact(text: str) -> str:
     Linear in ``len(text)``, but still CPU work that holds the GIL for the whole call: callers
     with evidence of unbounded length use :func:`redact_prefix`.
     """
-    for pattern, replacement in _RULES:
-        text = pattern.sub(replacement, text)
+    folded = _folded(text)
+    if _ANY_GATE_WORD.search(folded) is None:
+        return text
+    for pattern, replacement, gate in _RULES:
+        if gate(folded):
+            redacted = pattern.sub(replacement, text)
+            if redacted != text:
+                text, folded = redacted, _folded(redacted)
     return text
 
 

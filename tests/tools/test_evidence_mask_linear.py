@@ -1,6 +1,6 @@
 """The pattern masker stays linear on hostile message shapes (issue 20 item 3).
 
-Every rule of :data:`plugin.tools.logs.summary._MASKS` is timed on 32 KB runs of the characters its
+Every rule of :data:`plugin.tools.logs.masking._MASKS` is timed on 32 KB runs of the characters its
 quantifiers repeat over, with several tails (a run ending where a rule then needs something
 is the backtracking trigger). The number-with-unit rule started at every digit group of
 ``1.1.1.…`` and scanned the rest of the run from each: quadratic (~10 ms for 1.2 KB, the
@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from plugin.tools.logs.summary import _MASKS, KEY_CHARS, full_pattern, mask_message, pattern_key
+from plugin.tools.logs.masking import _GATES, _MASKS, _ZERO_NEEDLES
+from plugin.tools.logs.summary import KEY_CHARS, full_pattern, mask_message, pattern_key
 
 pytestmark = pytest.mark.solo  # per-byte timings: the serial phase (scripts/test)
 
@@ -33,6 +34,10 @@ UNITS = [
     "a.co.", "_A1", "-AB1", "a_A", "<*> (<*>)", "<*> (", " (<*>", "<*> (<*>) ",
     "<1 sec ", "<1", "<", "1 se", "1 secs", "1.5 m", "~1 h", ">=1 ", "1 1 ", "()", " ()", "( )",
     "<*>,", "<*>,<*> ", "January ", "Thurs, ", "1 JAN ", "Sept. 1",
+    # the gates' needles (masking._GATES)
+    "= \"", ": '", "'", "-0000-", "-ffff-", "-00-0", ":00:00.0 ", ":00.0", ":00 ", "a:a:a:",
+    "0x", "xX", ".0.0.", ".1.", ".a", "a.a", "0 K", "0 s", "0m", "a0", "0a", "_A0", "-AB1",
+    "_AAAAAAAAAAA", "_A", "0", "0 ", "a0", "0a", "a0a0", "0 m", "0m", "0 K",
 ]  # fmt: skip
 TAILS = ["", "ms", "x", "1", '"', ".", ":", "-1"]
 
@@ -49,6 +54,22 @@ def _seconds(pattern: re.Pattern[str], replacement: str, text: str) -> float:
 
 def test_every_rule_is_audited() -> None:
     assert len(_MASKS) == 23  # a new rule must be added knowingly: it is timed below
+    assert len(_GATES) == len(_MASKS)  # and so is each gate's needle
+
+
+NEEDLES = [needle for _, needle in _GATES if needle is not None] + list(_ZERO_NEEDLES.values())
+
+
+@pytest.mark.parametrize("needle", NEEDLES, ids=[needle.pattern[:24] for needle in NEEDLES])
+def test_gate_needle_is_fast_on_hostile_runs(needle: re.Pattern[str]) -> None:
+    # A needle is searched once per text; ``sub`` tries it at every start, the worst case.
+    slowest = max(
+        ((_seconds(needle, "", _run(unit, tail)), unit, tail) for unit in UNITS for tail in TAILS),
+        key=lambda found: found[0],
+    )
+    if slowest[0] >= 0.1:  # one retry: a scheduler hiccup is not a blow-up
+        slowest = (_seconds(needle, "", _run(*slowest[1:])), *slowest[1:])
+    assert slowest[0] < 0.1, (needle.pattern, slowest)
 
 
 @pytest.mark.parametrize("index", range(len(_MASKS)))

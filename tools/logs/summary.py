@@ -44,7 +44,6 @@ At most :data:`MAX_KEYS` distinct keys are tracked; lines with a further new key
 from __future__ import annotations
 
 import json
-import re
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
@@ -52,6 +51,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
+from plugin.tools.logs.masking import mask_key_text, mask_message
 from plugin.tools.logs.variants import MERGE_VARIANTS, STOP_EVERY, WILDCARD, variant_targets
 from plugin.tools.redact import HEADROOM, redact_prefix
 from plugin.tools.schemas import LogBuckets, LogPattern, LogSummary
@@ -136,233 +136,6 @@ def pattern_keys(messages: Sequence[str]) -> list[bytes]:
     return list(map(pattern_key, messages))
 
 
-# Applied in order to redacted text. Every rule is linear: runs are bounded by a character
-# they cannot contain, and lookarounds are fixed-width.
-_NOT_ALNUM_BEFORE = r"(?<![A-Za-z0-9])"
-_NOT_ALNUM_AFTER = r"(?![A-Za-z0-9])"
-_NOT_HOST_BEFORE = r"(?<![A-Za-z0-9.@-])(?<!//)"  # a URL's host names the upstream: kept
-# Month and weekday names, abbreviated, full or in capitals (Jan, January, JAN; Thu, Thurs,
-# Thursday, THU): masked as date parts, i.e. only beside a day, a year or another date part.
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-_MONTH = (
-    r"(?=[ADFJMNOS])(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
-    r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?|"
-    + "|".join(m.upper() for m in _MONTHS)
-    + ")"
-)
-_WEEKDAY = (
-    r"(?=[FMSTW])(?:Mon(?:day)?|Tue(?:s(?:day)?)?|Wed(?:nesday)?|Thu(?:rs?(?:day)?)?|Fri(?:day)?"
-    r"|Sat(?:urday)?|Sun(?:day)?|" + "|".join(d.upper() for d in _WEEKDAYS) + ")"
-)
-_HOST_SUFFIX = (
-    r"(?:com|net|org|io|dev|app|cloud|local|localdomain|internal|lan|corp|home|svc|cluster|edu|gov"
-    r"|info|biz|co|ac)"
-)
-# A dotted name taken whole (possessive: never given back label by label, which cost a
-# backtracking stack as deep as the run), then its last label checked by lookbehinds.
-_HOST_NAME = r"[A-Za-z0-9][A-Za-z0-9-]*+(?:\.[A-Za-z0-9][A-Za-z0-9-]*+)++"
-_HOST_ENDS = (
-    "(?:"
-    + "|".join(
-        rf"(?<=\.{suffix})|(?<=\.{suffix}\.[a-z][a-z])"
-        for suffix in _HOST_SUFFIX.removeprefix("(?:").removesuffix(")").split("|")
-    )
-    + ")"
-)
-_MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # quoted values after = or : (key="value", "key": "value")
-    (re.compile(r"(?P<k>[=:] ?)(?P<q>[\"'])[^\"'\n]{0,200}(?P=q)"), r"\g<k>\g<q><*>\g<q>"),
-    # UUIDs
-    (
-        re.compile(
-            _NOT_ALNUM_BEFORE + r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
-            r"-[0-9a-fA-F]{12}" + _NOT_ALNUM_AFTER
-        ),
-        WILDCARD,
-    ),
-    # ISO dates and times
-    (
-        re.compile(r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"),
-        WILDCARD,
-    ),
-    # times with AM/PM (US): 10:05 PM, 3:04:05 a.m.
-    (
-        re.compile(r"(?<!\d)\d{1,2}:\d\d(?::\d\d(?:[.,]\d+)?)? ?[AaPp]\.?[Mm]\.?(?![A-Za-z])"),
-        WILDCARD,
-    ),
-    # IPv6 and MAC addresses, before clock times (whose digits they may hold): up to 8 groups of
-    # hex joined by colons, with a :: or 6+ groups holding a digit (a time has 4 at most)
-    # (fe80::1c6a:7dff:fe00:1, a4:5e:60:e2:0b:11, [::1]:80); a run starts only where no letter,
-    # digit or colon precedes it, and its length is bounded
-    (
-        re.compile(
-            r"(?<![0-9A-Za-z:])"
-            r"(?=[0-9A-Fa-f:]{0,37}::|(?=[0-9A-Fa-f:]{0,39}\d)(?:[0-9A-Fa-f]{1,4}:){5})"
-            r"(?:[0-9A-Fa-f]{1,4}:|:){2,7}(?::|[0-9A-Fa-f]{1,4})(?![0-9A-Za-z:])"
-        ),
-        WILDCARD,
-    ),
-    (re.compile(r"(?<!\d)\d\d:\d\d:\d\d(?:[.,]\d+)?"), WILDCARD),
-    # weekday and month names next to a day or year (syslog, RFC 2822, Apache, Java dates):
-    # Mon Jun 14, Jun 14 2023, 14-Jun-2023, 14/Jun/2023:10:00:00; January 5, 2026 is one value
-    (
-        re.compile(r"(?<![A-Za-z])" + _WEEKDAY + r"\.?,? (?=" + _MONTH + r"|\d)"),
-        WILDCARD + " ",
-    ),
-    (
-        re.compile(
-            r"(?<![A-Za-z])" + _MONTH + r"\.?(?: {1,2}\d{1,2}, \d{4}(?!\d)"
-            r"|(?= {1,2}\d{1,2}(?!\d)| \d{4}(?!\d)|[-/]\d))"
-        ),
-        WILDCARD,
-    ),
-    (re.compile(r"(?<=\d[-/ ])" + _MONTH + r"(?=[-/ ]\d)"), WILDCARD),
-    # IPv4 with an optional port
-    (re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\d.])"), WILDCARD),
-    # host names: a dotted name under a common suffix (node-7.prod.example.com, *.internal,
-    # a.example.co.uk) or of 3+ labels under a country code (proxy.cse.cuhk.edu.hk, x.b.nl),
-    # or a name with a dash or two dots before a port (db-primary:3306); a one-dot name before
-    # a number is left alone (Bar.java:123 is a source line, not a host), and so is the host
-    # of a URL (https://api.stripe.com/… and https://api.adyen.com/… are different events)
-    (
-        re.compile(
-            _NOT_HOST_BEFORE
-            + r"(?:"
-            + _HOST_NAME
-            + _HOST_ENDS
-            + r"|(?=(?:[A-Za-z0-9][A-Za-z0-9-]*+\.){2})"
-            + _HOST_NAME
-            + r"(?<=\.[a-z][a-z]))(?::\d{1,5}(?!\d))?"
-        ),
-        WILDCARD,
-    ),
-    (
-        re.compile(
-            _NOT_HOST_BEFORE + r"[A-Za-z][A-Za-z0-9]*(?:(?:-[A-Za-z0-9]+)+(?:\.[A-Za-z0-9-]+)*"
-            r"|(?:\.[A-Za-z0-9-]+){2,}):\d{2,5}(?![\d.]|:\d)"
-        ),
-        WILDCARD,
-    ),
-    # hex: 0x…, or a run of 8+ hex characters with a digit and a letter (digits alone are a
-    # number, which may still take a unit: 11721005 bytes (11.1 MB) is one size)
-    (re.compile(_NOT_ALNUM_BEFORE + r"0[xX][0-9a-fA-F]+" + _NOT_ALNUM_AFTER), WILDCARD),
-    (
-        re.compile(
-            _NOT_ALNUM_BEFORE
-            + r"[-+]?(?:(?=[a-fA-F]*\d)(?=\d*[a-fA-F])[0-9a-fA-F]{8,}|[a-f]{8,}|[A-F]{8,})"
-            + _NOT_ALNUM_AFTER
-        ),
-        WILDCARD,
-    ),
-    # sizes with their byte unit, which a formatter picks by the value: 24 B, 9.2 KB, 3.1GiB
-    (
-        re.compile(
-            _NOT_ALNUM_BEFORE
-            + r"(?<![0-9][.,])[-+]?\d+(?:[.,]\d+)* ?(?:[KMGTPE]i?B|B|bytes)"
-            + _NOT_ALNUM_AFTER
-        ),
-        WILDCARD,
-    ),
-    # durations with a spelled unit after a space are one value, unit and comparator included:
-    # <1 sec, 12 seconds, 3 min, 1.5 hours -> <*> (as 00:01 is)
-    (
-        re.compile(
-            r"(?<![A-Za-z0-9<>])(?:[<>]=?|~)?(?<![0-9][.,])\d+(?:[.,]\d+)* "
-            r"(?:[mun]?secs?|[mun]?seconds?|mins?|minutes?|hrs?|hours?|days?)" + _NOT_ALNUM_AFTER
-        ),
-        WILDCARD,
-    ),
-    # numbers with a unit (durations, sizes, percentages) keep the unit: 3000ms -> <*>ms.
-    # A number starts only where no digit group ends just before it: started at every group of
-    # 1.1.1.… the rule rescanned the rest of the run from each (quadratic).
-    (
-        re.compile(
-            _NOT_ALNUM_BEFORE
-            + r"(?<![0-9][.,])[-+]?\d+(?:[.,]\d+)*(?=(?:ns|us|µs|ms|s|m|h|d|[KMGT]i?B|B|%)"
-            + _NOT_ALNUM_AFTER
-            + ")"
-        ),
-        WILDCARD,
-    ),
-    # ids mixing letters and digits: 6+ characters, or 4+ with two digits (pay_MVFKZ6VQPC8Z ->
-    # pay_<*>, a1b2 -> <*>; ipv6, log4j keep their letters)
-    (
-        re.compile(
-            _NOT_ALNUM_BEFORE + r"(?=[A-Za-z]*\d)(?=\d*[A-Za-z])"
-            r"(?:(?=[A-Za-z0-9]{6})|(?=[A-Za-z]*\d[A-Za-z]*\d))[A-Za-z0-9]{4,}" + _NOT_ALNUM_AFTER
-        ),
-        WILDCARD,
-    ),
-    # short slot ids after a prefix: one or two capitals and digits (Thunderbird_C6, rack-B12)
-    (re.compile(r"(?<=[A-Za-z0-9][_-])[A-Z]{1,2}\d{1,4}" + _NOT_ALNUM_AFTER), WILDCARD),
-    # upper-case ids after a prefix, even without a digit: pay_DAMPHFXMULRU -> pay_<*>
-    (re.compile(r"(?<=_)[A-Z0-9]{12,}" + _NOT_ALNUM_AFTER), WILDCARD),
-    # every remaining digit run (a version's dots included), with its sign where one stands
-    # alone before it (offset=-12, blk_-1608…; node-3 keeps its dash): no digit is ever shown
-    (re.compile(r"(?:(?<![A-Za-z0-9])[-+])?\d+(?:[.,]\d+)*"), WILDCARD),
-    # an empty value in brackets where a value stands: host () vs host (name) -> (<*>)
-    (re.compile(r"(?<![^ =:,])\(\)(?![^ ,;.])"), "(" + WILDCARD + ")"),
-    # adjacent wildcards joined by punctuation collapse: <*>.<*>, <*>:<*>, a list <*>,<*>, and
-    # a value with its other rendering in brackets: 1190 bytes (1.16 KB) -> <*> (<*>) -> <*>
-    (re.compile(r"<\*>(?:[.:/,-]<\*>| \(<\*>\))+"), WILDCARD),
-)
-
-
-def _any_of(*needles: str) -> re.Pattern[str]:
-    return re.compile("|".join(re.escape(needle) for needle in needles))
-
-
-_MONTH_NEEDLES = _any_of(*_MONTHS, *(m.upper() for m in _MONTHS))
-# A rule runs only on text holding one of its needles (a substring test, or one search for an
-# alternation of literals or a short anchored shape every match must contain, costs a fraction
-# of the rule's pass): what a message cannot match costs almost nothing.
-_DIGIT = re.compile(r"\d")
-_DIGIT_COLON_DIGIT = re.compile(r"\d:\d")
-_NEEDLES: dict[re.Pattern[str], str | re.Pattern[str]] = {
-    _MASKS[0][0]: _any_of('="', "='", ':"', ":'", '= "', "= '", ': "', ": '"),
-    _MASKS[1][0]: "-",
-    _MASKS[2][0]: "-",
-    _MASKS[3][0]: _DIGIT_COLON_DIGIT,
-    _MASKS[4][0]: re.compile(r"::|[0-9A-Fa-f]:[0-9A-Fa-f]"),
-    _MASKS[5][0]: _DIGIT_COLON_DIGIT,
-    _MASKS[6][0]: _any_of(*_WEEKDAYS, *(d.upper() for d in _WEEKDAYS)),
-    _MASKS[7][0]: _MONTH_NEEDLES,
-    _MASKS[8][0]: _MONTH_NEEDLES,
-    _MASKS[9][0]: re.compile(r"\d\.\d"),
-    _MASKS[10][0]: re.compile(r"[A-Za-z0-9-]\.[a-z]"),
-    _MASKS[11][0]: re.compile(r":\d\d"),
-    _MASKS[12][0]: _any_of("0x", "0X"),
-    _MASKS[13][0]: re.compile(r"[0-9a-fA-F]{8}"),
-    _MASKS[14][0]: re.compile(r"\d ?[KMGTPEBb]"),
-    _MASKS[15][0]: re.compile(r"\d [numshd]"),
-    _MASKS[16][0]: re.compile(r"\d[nuµmshdKMGTB%]"),
-    _MASKS[17][0]: re.compile(r"[A-Za-z]\d|\d[A-Za-z]"),
-    _MASKS[18][0]: re.compile(r"[A-Za-z0-9][_-][A-Z]"),
-    _MASKS[19][0]: "_",
-    _MASKS[20][0]: _DIGIT,
-    _MASKS[21][0]: "()",
-    _MASKS[22][0]: WILDCARD,
-}
-
-
-def _may_match(pattern: re.Pattern[str], text: str) -> bool:
-    needle = _NEEDLES.get(pattern)
-    if needle is None:
-        return True
-    if isinstance(needle, str):
-        return needle in text
-    return needle.search(text) is not None
-
-
-def mask_message(text: str) -> str:
-    """``text`` with its variable parts as ``<*>`` (the rules above, in order)."""
-    for pattern, replacement in _MASKS:
-        if _may_match(pattern, text):
-            text = pattern.sub(replacement, text)
-    return text
-
-
 def bound_pattern(text: str) -> str:
     """At most :data:`PATTERN_CHARS` characters and :data:`PATTERN_BYTES` bytes as a JSON
     string (escapes and multi-byte characters included), cut with a visible mark."""
@@ -381,7 +154,10 @@ def full_pattern(key: bytes) -> str:
     text, _ = redact_prefix(key.decode("utf-8", "surrogatepass"), KEY_CHARS)
     # A message's own "<*>" is not the mask: a line cannot pose as a pattern's wildcard form.
     text = text.replace("<*>", "<\u2217>")
-    return " ".join(_collapse_runs(mask_message(text).split()))
+    # A key's only digit is 0 (pattern_key), which the masker can search for faster; a caller's
+    # own bytes with other digits are masked by the general form.
+    masked = mask_key_text(text) if key.translate(_DIGITS) == key else mask_message(text)
+    return " ".join(_collapse_runs(masked.split()))
 
 
 def _collapse_runs(tokens: list[str]) -> list[str]:
@@ -409,9 +185,15 @@ def window_patterns(messages: Sequence[str]) -> list[str]:
     """What the summary groups each of ``messages`` under when they are one window's matches
     (what ``sre-diag patterns`` prints): :func:`message_pattern`, then :func:`variant_targets`
     over all of them."""
-    alone = [message_pattern(message) for message in messages]
-    targets = variant_targets(Counter(alone))
-    return [targets.get(pattern, pattern) for pattern in alone]
+    keys = pattern_keys(messages)
+    lines = Counter(keys)  # each distinct key is masked once, its lines counted in C
+    alone = {key: full_pattern(key) for key in lines}
+    counts: Counter[str] = Counter()
+    for key, count in lines.items():
+        counts[alone[key]] += count
+    targets = variant_targets(counts)
+    grouped = {key: targets.get(pattern, pattern) for key, pattern in alone.items()}
+    return list(map(grouped.__getitem__, keys))
 
 
 class _Seen:

@@ -36,6 +36,7 @@ patterns. ``stop`` is checked every :data:`STOP_EVERY` patterns (a spent budget 
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator, Mapping
 
 from plugin.tools.threads import NEVER, Stop
@@ -84,37 +85,57 @@ def variant_targets(patterns: Mapping[str, int], stop: Stop = NEVER) -> dict[str
     maps each distinct full pattern to its line count. Patterns left as they are have no
     entry."""
     ranked = sorted(patterns.items(), key=lambda kv: (-kv[1], kv[0]))
-    positions = _positions(ranked, stop)
+    hashes, ends = _target_hashes(ranked, stop)
+    positions = _positions(ranked, hashes, ends, stop)
+    known = {hash(pattern) for pattern in patterns}
     chosen: dict[str, str] = {}
-    for done, (pattern, count) in enumerate(ranked):
+    start = 0
+    for done, ((pattern, count), end) in enumerate(zip(ranked, ends, strict=True)):
         if done % STOP_EVERY == 0:
             stop.check()
-        target = _best_target(pattern, count, patterns, positions)
+        target = _best_target(pattern, count, hashes[start:end], patterns, positions, known)
         if target is not None:
             chosen[pattern] = target
+        start = end
     return {pattern: _final(chosen, target) for pattern, target in chosen.items()}
 
 
-def _positions(ranked: list[tuple[str, int]], stop: Stop) -> dict[int, list[int]]:
+def _target_hashes(ranked: list[tuple[str, int]], stop: Stop) -> tuple[array[int], list[int]]:
+    """``hash`` of every target of every pattern, once (the target strings are not kept), in
+    one flat array: pattern ``i``'s are ``hashes[ends[i - 1]:ends[i]]``. At most
+    :data:`MERGE_MAX_TOKENS` a pattern, 8 bytes each."""
+    hashes = array("q")
+    ends: list[int] = []
+    for done, (pattern, _) in enumerate(ranked):
+        if done % STOP_EVERY == 0:
+            stop.check()
+        hashes.extend(map(hash, _targets(pattern)))
+        ends.append(len(hashes))
+    return hashes, ends
+
+
+def _positions(
+    ranked: list[tuple[str, int]], hashes: array[int], ends: list[int], stop: Stop
+) -> dict[int, list[int]]:
     """``hash(target)`` -> [distinct variants, their lines, dominant variants], most frequent
     patterns first, at most :data:`MERGE_MAX_ENTRIES` targets. A variant is *dominant* when it
     holds more than 1/:data:`MERGE_VARIANTS` of its position's lines."""
     positions: dict[int, list[int]] = {}
-    for done, (pattern, count) in enumerate(ranked):
+    for done, ((_, count), end) in enumerate(zip(ranked, ends, strict=True)):
         if done % STOP_EVERY == 0:
             stop.check()
-        for target in _targets(pattern):
-            entry = positions.get(hash(target))
+        for target in hashes[ends[done - 1] if done else 0 : end]:
+            entry = positions.get(target)
             if entry is not None:
                 entry[0] += 1
                 entry[1] += count
             elif len(positions) < MERGE_MAX_ENTRIES:
-                positions[hash(target)] = [1, count, 0]
-    for done, (pattern, count) in enumerate(ranked):
+                positions[target] = [1, count, 0]
+    for done, ((_, count), end) in enumerate(zip(ranked, ends, strict=True)):
         if done % STOP_EVERY == 0:
             stop.check()
-        for target in _targets(pattern):
-            entry = positions.get(hash(target))
+        for target in hashes[ends[done - 1] if done else 0 : end]:
+            entry = positions.get(target)
             if entry is not None and _dominant(count, entry[1]):
                 entry[2] += 1
     return positions
@@ -125,22 +146,36 @@ def _dominant(count: int, lines: int) -> bool:
 
 
 def _best_target(
-    pattern: str, count: int, patterns: Mapping[str, int], positions: dict[int, list[int]]
+    pattern: str,
+    count: int,
+    hashes: array[int],
+    patterns: Mapping[str, int],
+    positions: dict[int, list[int]],
+    known: set[int],
 ) -> str | None:
     """The target ``pattern`` joins: wide, or a pattern of the window at least as frequent;
-    the one with the most lines behind it (then the most variants, then the smaller text)."""
+    the one with the most lines behind it (then the most variants, then the smaller text).
+    ``hashes`` are its targets' (:func:`_targets`, in order) and ``known`` the window's
+    patterns': a target whose hash is not known is no pattern of the window (nothing behind
+    it), so its text is built only when it is wide or may be such a pattern."""
     best: tuple[int, int, str] | None = None
-    for target in _targets(pattern):
+    targets: list[str] | None = None
+    for index, target_hash in enumerate(hashes):
         # not in a full table: the pattern alone there (it may still join its wildcard form)
-        variants, lines, dominant = positions.get(hash(target), (1, count, 1))
-        behind = patterns.get(target, 0)
+        variants, lines, dominant = positions.get(target_hash, (1, count, 1))
         # Narrow: only a lone literal joins its wildcard form; two or more words there
         # (``failed``, ``succeeded`` beside ``payment <*> for order``) may be two events.
-        if variants < MERGE_VARIANTS and (behind < count or variants > 1):
+        if variants < MERGE_VARIANTS and (variants > 1 or (count > 0 and target_hash not in known)):
             continue
         # Wide, but two or more of its words hold most lines (``failed`` and ``succeeded``
         # 50 times each beside six one-off words): those words stay apart, the rest join.
         if variants >= MERGE_VARIANTS and dominant > 1 and _dominant(count, lines):
+            continue
+        if targets is None:
+            targets = list(_targets(pattern))
+        target = targets[index]
+        behind = patterns.get(target, 0) if target_hash in known else 0
+        if variants < MERGE_VARIANTS and behind < count:
             continue
         weight = (-(lines + behind), -variants, target)
         if best is None or weight < best:
