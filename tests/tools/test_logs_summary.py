@@ -30,8 +30,10 @@ from plugin.tools.logs.summary import (
     Grid,
     Tally,
     mask_message,
+    message_pattern,
     pattern_of,
 )
+from plugin.tools.plain import visible_controls
 from plugin.tools.schemas import LogItem, LogLevel, LogsInput, LogSummary
 from tests.tools.fake_loki import FakeLoki, Reply, json_reply
 from tests.tools.test_logs import (
@@ -444,3 +446,25 @@ def test_loki_settings_reach_the_source() -> None:
     assert source.headers == {"X-Scope-OrgID": "team-a"}
     assert source.endpoint == "http://loki.internal:3100/loki/api/v1/query_range"
     assert source.authorization == "Basic " + base64.b64encode(b"u:p").decode()
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "login from \x1b]0;pwned\x07 at port 22",
+        "job \x1b[2J\x1b[H done",
+        "user \u202eevil\u202c logged in",
+        "path \x9b31m red \x7f end",
+        "bell\x07 and nul\x00 inside",
+    ],
+)
+def test_a_pattern_shows_controls_and_is_what_patterns_prints(message: str) -> None:
+    """The summary's pattern carries no terminal or bidi control raw (it reaches the model,
+    Slack and a terminal) and is exactly the text ``sre-diag patterns`` prints for the line."""
+    tally = Tally(Grid.for_window(_at(10), _at(11)))
+    tally.add(_at(10, 1), message)
+    ((pattern, _seen),) = tally.top_patterns()
+    assert pattern == message_pattern(message) == visible_controls(pattern)
+    assert not any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F or 0x202A <= ord(c) <= 0x202E
+                   for c in pattern)  # fmt: skip
+    assert "\\x" in pattern or "\\u" in pattern

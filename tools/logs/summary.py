@@ -53,6 +53,7 @@ from functools import lru_cache
 
 from plugin.tools.logs.masking import mask_key_text, mask_message
 from plugin.tools.logs.variants import MERGE_VARIANTS, STOP_EVERY, WILDCARD, variant_targets
+from plugin.tools.plain import visible_controls
 from plugin.tools.redact import HEADROOM, redact_prefix
 from plugin.tools.schemas import LogBuckets, LogPattern, LogSummary
 from plugin.tools.threads import NEVER, OutOfTime, Stop, Stopped
@@ -148,8 +149,9 @@ def bound_pattern(text: str) -> str:
 
 @lru_cache(maxsize=PATTERN_CACHE)
 def full_pattern(key: bytes) -> str:
-    """The pattern a key is grouped under: redacted, masked, whitespace runs as one space —
-    never cut (two long messages that differ only past the display bound stay two groups).
+    """The pattern a key is grouped under: redacted, masked, whitespace runs as one space,
+    controls made visible (:func:`plugin.tools.plain.visible_controls`) — never cut (two long
+    messages that differ only past the display bound stay two groups).
     Pure, so the most recent :data:`PATTERN_CACHE` keys are remembered across queries."""
     text, _ = redact_prefix(key.decode("utf-8", "surrogatepass"), KEY_CHARS)
     # A message's own "<*>" is not the mask: a line cannot pose as a pattern's wildcard form.
@@ -157,7 +159,9 @@ def full_pattern(key: bytes) -> str:
     # A key's only digit is 0 (pattern_key), which the masker can search for faster; a caller's
     # own bytes with other digits are masked by the general form.
     masked = mask_key_text(text) if key.translate(_DIGITS) == key else mask_message(text)
-    return " ".join(_collapse_runs(masked.split()))
+    # Terminal and bidi controls are shown, never carried raw (``\x1b``, ``\u202e``): the
+    # pattern reaches the model, Slack and an operator's terminal (``sre-diag patterns``).
+    return visible_controls(" ".join(_collapse_runs(masked.split())))
 
 
 def _collapse_runs(tokens: list[str]) -> list[str]:
