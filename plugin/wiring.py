@@ -14,7 +14,14 @@ from plugin.tools.knowledge import KnowledgeAdapter
 from plugin.tools.logs import LogsAdapter, build_log_source
 from plugin.tools.mysql import MysqlAdapter
 
-__all__ = ["build_adapters", "build_audit_trail", "build_harness", "prime_framework", "warm_up"]
+__all__ = [
+    "build_adapters",
+    "build_audit_trail",
+    "build_harness",
+    "import_framework",
+    "prime_framework",
+    "warm_up",
+]
 
 # Imported lazily by the framework at a run's start (see prime_framework).
 _FIRST_RUN_IMPORTS = (
@@ -72,6 +79,14 @@ def build_harness(settings: Settings, *, model_connections: int = 100) -> Harnes
     )
 
 
+def import_framework() -> None:
+    """Import what the framework would otherwise import inline during the first run
+    (``openai.resources`` alone is ~0.2-0.4 s): ``diagnose`` does it with its other imports,
+    while the collector is paused (``plugin.commands.startup``)."""
+    for name in _FIRST_RUN_IMPORTS:
+        importlib.import_module(name)
+
+
 def prime_framework() -> None:
     """Load, once per process, what the first run would otherwise load ON the event loop:
     ``AsyncOpenAI.chat`` imports ``openai.resources`` on first use, ``Workflow.__init__`` imports
@@ -80,8 +95,7 @@ def prime_framework() -> None:
     with py-spy on ``serve``: seconds of loop stall at the first run under load, none after."""
     from llama_index.core.utils import get_tokenizer
 
-    for name in _FIRST_RUN_IMPORTS:
-        importlib.import_module(name)
+    import_framework()
     get_tokenizer()
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from plugin.commands.exits import EXIT_FAILED, EXIT_OK, EXIT_REJECTED, exit_code, load_settings
+from plugin.commands.startup import imports_without_gc
 from plugin.contract.request import (
     DiagnosisRequest,
     PreviousTurn,
@@ -58,8 +59,10 @@ def _read_previous_turn(path: str | None) -> PreviousTurn | None:
 
 
 async def _diagnose(args: argparse.Namespace) -> int:
-    from plugin.wiring import build_harness
+    with imports_without_gc():
+        from plugin.wiring import build_harness, import_framework
 
+        import_framework()
     try:
         settings = load_settings()
         request = DiagnosisRequest(
