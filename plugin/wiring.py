@@ -90,8 +90,9 @@ def import_framework() -> None:
 def prime_framework() -> None:
     """Load, once per process, what the first run would otherwise load ON the event loop:
     ``AsyncOpenAI.chat`` imports ``openai.resources`` on first use, ``Workflow.__init__`` imports
-    ``workflows.plugins`` (and its runtime) inline, and the first run's chat memory loads the
-    tiktoken encoding (``llama_index.core.utils.get_tokenizer``, cached process-wide). Measured
+    ``workflows.plugins`` (and its runtime) inline, and a run whose history does not fit its
+    memory's limit in bytes loads the tiktoken encoding (``plugin.harness.memory``;
+    ``llama_index.core.utils.get_tokenizer``, cached process-wide). Measured
     with py-spy on ``serve``: seconds of loop stall at the first run under load, none after."""
     from llama_index.core.utils import get_tokenizer
 
