@@ -102,3 +102,11 @@ def test_a_slack_module_does_not_load_the_harness(tmp_path: Path, module: str) -
 def test_diagnose_loads_no_tokenizer(tmp_path: Path) -> None:
     """The run's memory fits its limit in bytes: no tiktoken encoding is loaded for it."""
     assert _diagnosed(tmp_path)["tokenizer"] is False
+
+
+@pytest.mark.parametrize("logs", ["", "folder"])
+def test_diagnose_without_loki_loads_no_aiohttp(tmp_path: Path, logs: str) -> None:
+    """Only a Loki source needs aiohttp (the Loki client); unset or a folder: never imported."""
+    settings = {"DIAG_LOGS_SOURCE": str(tmp_path)} if logs else {}
+    modules = _diagnosed(tmp_path, **settings)["modules"]
+    assert [m for m in modules if m.split(".")[0] == "aiohttp" or m.endswith(".loki")] == []
