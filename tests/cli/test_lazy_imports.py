@@ -110,3 +110,10 @@ def test_diagnose_without_loki_loads_no_aiohttp(tmp_path: Path, logs: str) -> No
     settings = {"DIAG_LOGS_SOURCE": str(tmp_path)} if logs else {}
     modules = _diagnosed(tmp_path, **settings)["modules"]
     assert [m for m in modules if m.split(".")[0] == "aiohttp" or m.endswith(".loki")] == []
+
+
+def test_diagnose_without_runbooks_loads_no_retriever(tmp_path: Path) -> None:
+    """No DIAG_KNOWLEDGE_DIR: no BM25 retriever, bm25s or jieba (and its dictionary)."""
+    modules = _diagnosed(tmp_path)["modules"]
+    assert [m for m in modules if m.split(".")[0] in {"bm25s", "jieba"}] == []
+    assert "llama_index.retrievers.bm25" not in modules
