@@ -29,6 +29,7 @@ from plugin.contract.request import (
     parse_previous_turn,
 )
 from plugin.errors import ConfigError, InputRejected, InputRejection
+from plugin.http_bounds import prepare_tls_context
 from plugin.log import configure_logging, log_failure
 
 __all__ = ["main"]
@@ -59,6 +60,7 @@ def _read_previous_turn(path: str | None) -> PreviousTurn | None:
 
 
 async def _diagnose(args: argparse.Namespace) -> int:
+    prepare_tls_context()  # built while the modules below load; the model client takes it
     with imports_without_gc():
         from plugin.wiring import build_harness, import_framework
 
