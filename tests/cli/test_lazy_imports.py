@@ -117,3 +117,12 @@ def test_diagnose_without_runbooks_loads_no_retriever(tmp_path: Path) -> None:
     modules = _diagnosed(tmp_path)["modules"]
     assert [m for m in modules if m.split(".")[0] in {"bm25s", "jieba"}] == []
     assert "llama_index.retrievers.bm25" not in modules
+
+
+@pytest.mark.parametrize("dsn", ["", "mysql://reader:pw@127.0.0.1:9/shop"])
+def test_diagnose_that_sends_no_statement_loads_no_sql_parser(tmp_path: Path, dsn: str) -> None:
+    """The SQL guard (sqlglot) loads at the first ``query_mysql`` statement: neither an unset
+    DSN nor a configured one (its catalogue read at the run's start) imports it."""
+    settings = {"DIAG_MYSQL_DSN": dsn} if dsn else {}
+    modules = _diagnosed(tmp_path, **settings)["modules"]
+    assert [m for m in modules if m.split(".")[0] == "sqlglot" or ".sql.guard" in m] == []
