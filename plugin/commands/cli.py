@@ -63,13 +63,13 @@ async def _diagnose(args: argparse.Namespace) -> int:
     prepare_tls_context()  # built while the modules below load; the model client takes it
     with imports_without_gc():
         from plugin.wiring import build_harness, import_framework
-
-        import_framework()
     try:
         settings = load_settings()
         request = DiagnosisRequest(
             args.query, _read_previous_turn(args.previous_turn), asked_at=args.asked_at
         )
+        with imports_without_gc():  # what the run would import on its way (not for a refusal)
+            import_framework()
         harness = build_harness(settings)
     except ConfigError as exc:
         return _error(InputRejection.INVALID_SETTINGS.value, str(exc))
