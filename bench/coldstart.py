@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import REPO, Row, Sizes, median
+from bench.common import REPO, Row, Sizes, judged, median
 from bench.fake_model import FakeModelProcess
 from bench.tools_mysql import DEFAULT_DSN
 
@@ -18,16 +18,26 @@ __all__ = ["run_coldstart"]
 
 SECTION = "5 cold start"
 QUERY = "payment-api 5xx since 10:05 UTC 2026-11-28"
+_TARGET_MS = 2000.0
+# What ``diagnose`` imports before its first model request, as it imports it: the collector
+# paused (``plugin.commands.startup``), the framework's first-run modules included.
 _IMPORT_PROBE = (
-    "import time; t = time.perf_counter(); import plugin.commands.cli, plugin.wiring; "
+    "import time; t = time.perf_counter()\n"
+    "from plugin.commands.startup import imports_without_gc\n"
+    "with imports_without_gc():\n"
+    "    import plugin.commands.cli, plugin.wiring\n"
+    "    plugin.wiring.import_framework()\n"
     "print(time.perf_counter() - t)"
 )
-# What a diagnosis cannot start without: the agent framework and the model SDK. The rest of
-# ``plugin.wiring`` (the adapters' drivers: aiohttp, sqlglot, aiomysql, bm25s, jieba; the
-# product's own modules) is what lazy imports could still save.
+# What a diagnosis cannot start without: the agent framework and the model SDK, with the modules
+# the SDK imports at its first request (``openai.resources``), imported the same way. The rest of
+# the probe above (the adapters' drivers, the product's own modules) is what lazy imports can
+# still save.
 _FLOOR_PROBE = (
-    "import time; t = time.perf_counter(); import llama_index.core.agent.workflow, "
-    "llama_index.llms.openai, openai; print(time.perf_counter() - t)"
+    "import gc, time; t = time.perf_counter(); gc.disable()\n"
+    "import llama_index.core.agent.workflow, llama_index.llms.openai, openai\n"
+    "import openai.resources.chat\n"
+    "print(time.perf_counter() - t)"
 )
 
 
@@ -63,6 +73,7 @@ async def _one(tmp: Path) -> tuple[float, float, int]:
 
 
 def _import_seconds(tmp: Path, probe: str = _IMPORT_PROBE) -> float:
+    """Seconds one fresh process takes for ``probe``'s imports."""
     completed = subprocess.run(
         [sys.executable, "-c", probe], cwd=tmp, env=_env("http://127.0.0.1:9/v1", tmp),
         capture_output=True, text=True,
@@ -75,6 +86,7 @@ async def run_coldstart(sizes: Sizes) -> list[Row]:
     firsts: list[float] = []
     totals: list[float] = []
     codes: list[int] = []
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(sizes.cold_starts):
             first, total, code = await _one(Path(tmp))
@@ -85,22 +97,29 @@ async def run_coldstart(sizes: Sizes) -> list[Row]:
         if sizes.import_probe:
             imports = await asyncio.to_thread(_import_seconds, Path(tmp))
             floor = await asyncio.to_thread(_import_seconds, Path(tmp), _FLOOR_PROBE)
+    p50 = median(firsts)
     detail = {
         "max_ms": round(max(firsts), 1),
         "process_total_p50_ms": round(median(totals), 1),
         "starts": len(firsts),
         "nonzero_exits": sum(1 for c in codes if c != 0),
+        # The machine's 1-minute load average before and after: above the 2 cores, every
+        # figure here is slower than the code alone would make it.
+        "load_average_before": round(load_before, 2),
+        "load_average_after": round(os.getloadavg()[0], 2),
     }
     if imports is not None and floor is not None:
-        detail["import_plugin_cli_and_wiring_ms"] = round(imports * 1000, 1)
+        detail["import_as_diagnose_ms"] = round(imports * 1000, 1)
         detail["import_llama_index_and_openai_ms"] = round(floor * 1000, 1)
         detail["import_floor_share"] = round(floor / imports, 2) if imports > 0 else 0.0
     return [
         Row(
             SECTION,
             "process start -> first model request, p50",
-            round(median(firsts), 1),
+            round(p50, 1),
             "ms",
+            target="<= 2 s (issue 23)",
+            status=judged(p50 <= _TARGET_MS),
             detail=detail,
             note="subprocess `python -m plugin diagnose`, fresh fake model per start",
         )

@@ -80,7 +80,7 @@ class Sizes:
     knowledge_queries: int = 200
     log_lines: tuple[int, int] = (1_000_000, 10_000_000)
     log_queries: int = 40
-    cold_starts: int = 3
+    cold_starts: int = 5
     import_probe: bool = True
     runstart_runs: int = 5
     slack_mentions: int = 200

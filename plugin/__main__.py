@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from plugin.commands.cli import main
+from plugin.commands.startup import imports_without_gc
+
+with imports_without_gc():  # the command line's modules load faster (see the module)
+    from plugin.commands.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

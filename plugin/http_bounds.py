@@ -17,20 +17,36 @@ the environment off):
   ends with ``httpx.ReadTimeout``.
 
 A body is never shown: these errors carry the limit, never what was received.
+
+``prepare_tls_context`` / ``take_tls_context``: an ``httpx.AsyncClient`` builds its verifying TLS
+context in its constructor (``httpx.create_ssl_context()``: the CA bundle read and parsed,
+~40-50 ms), even for an ``http://`` endpoint. A command that will build a client can start that
+work in a thread at its start, while its modules load (OpenSSL parses the bundle with the GIL
+released); the client then takes the finished context instead of building its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
+import threading
 import zlib
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
 from typing import Any
 
 import httpx
 
 from plugin.errors import AnswerTooLarge
 
-__all__ = ["OFFERED_ENCODINGS", "AnswerTooLarge", "BoundedAsyncClient", "bounded_client"]
+__all__ = [
+    "OFFERED_ENCODINGS",
+    "AnswerTooLarge",
+    "BoundedAsyncClient",
+    "bounded_client",
+    "prepare_tls_context",
+    "take_tls_context",
+]
 
 OFFERED_ENCODINGS = "gzip, deflate"
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
@@ -172,3 +188,34 @@ def bounded_client(*, max_bytes: int, total_seconds: float, **options: Any) -> h
     whose every answer is read whole within ``max_bytes`` decoded bytes and ``total_seconds``
     from the request's start."""
     return BoundedAsyncClient(max_bytes=max_bytes, total_seconds=total_seconds, **options)
+
+
+_prepared: list[Future[ssl.SSLContext]] = []
+_prepared_lock = threading.Lock()
+
+
+def prepare_tls_context() -> None:
+    """Start building httpx's default TLS context (``httpx.create_ssl_context()``, exactly what
+    a client built with ``verify=True`` builds) in a thread; a no-op while one is waiting."""
+    future: Future[ssl.SSLContext] = Future()
+    with _prepared_lock:
+        if _prepared:
+            return
+        _prepared.append(future)
+    threading.Thread(target=_build_tls, args=(future,), name="tls-context", daemon=True).start()
+
+
+def _build_tls(future: Future[ssl.SSLContext]) -> None:
+    try:
+        future.set_result(httpx.create_ssl_context())
+    except BaseException as exc:  # handed to the client that takes it, raised there
+        future.set_exception(exc)
+
+
+def take_tls_context() -> ssl.SSLContext | bool:
+    """For ONE client's ``verify``: the context :func:`prepare_tls_context` started (waited
+    for; its error, if building it failed, raised here as the client itself would), else
+    ``True`` (the client builds its own, httpx's default)."""
+    with _prepared_lock:
+        future = _prepared.pop() if _prepared else None
+    return True if future is None else future.result()

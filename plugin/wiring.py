@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 from typing import Any
 
@@ -14,7 +15,14 @@ from plugin.tools.knowledge import KnowledgeAdapter
 from plugin.tools.logs import LogsAdapter, build_log_source
 from plugin.tools.mysql import MysqlAdapter
 
-__all__ = ["build_adapters", "build_audit_trail", "build_harness", "prime_framework", "warm_up"]
+__all__ = [
+    "build_adapters",
+    "build_audit_trail",
+    "build_harness",
+    "import_framework",
+    "prime_framework",
+    "warm_up",
+]
 
 # Imported lazily by the framework at a run's start (see prime_framework).
 _FIRST_RUN_IMPORTS = (
@@ -72,24 +80,37 @@ def build_harness(settings: Settings, *, model_connections: int = 100) -> Harnes
     )
 
 
+def import_framework() -> None:
+    """Import what the framework would otherwise import inline during the first run
+    (``openai.resources`` alone is ~0.2-0.4 s): ``diagnose`` does it with its other imports,
+    while the collector is paused (``plugin.commands.startup``)."""
+    for name in _FIRST_RUN_IMPORTS:
+        importlib.import_module(name)
+
+
 def prime_framework() -> None:
     """Load, once per process, what the first run would otherwise load ON the event loop:
     ``AsyncOpenAI.chat`` imports ``openai.resources`` on first use, ``Workflow.__init__`` imports
-    ``workflows.plugins`` (and its runtime) inline, and the first run's chat memory loads the
-    tiktoken encoding (``llama_index.core.utils.get_tokenizer``, cached process-wide). Measured
+    ``workflows.plugins`` (and its runtime) inline, and a run whose history does not fit its
+    memory's limit in bytes loads the tiktoken encoding (``plugin.harness.memory``;
+    ``llama_index.core.utils.get_tokenizer``, cached process-wide). Measured
     with py-spy on ``serve``: seconds of loop stall at the first run under load, none after."""
     from llama_index.core.utils import get_tokenizer
 
-    for name in _FIRST_RUN_IMPORTS:
-        importlib.import_module(name)
+    import_framework()
     get_tokenizer()
 
 
 async def warm_up(harness: Harness) -> None:
     """Before the first question: load the framework's lazy parts in a thread (never on the
-    loop, :func:`prime_framework`) and build what adapters build lazily (the runbook index)."""
+    loop, :func:`prime_framework`), build what adapters build lazily (the runbook index), then
+    freeze what the start built (``gc.freeze``: the ~400,000 objects of the modules are never
+    walked by a collection again). Without the freeze, the first full collection walked them
+    all DURING a run, whenever the allocation counts happened to trigger it: 180 ms of loop
+    stall in the first run measured in ``bench.runstart`` (issue 23)."""
     await asyncio.to_thread(prime_framework)
     for adapter in harness.adapters.values():
         warm = getattr(adapter, "warm", None)
         if warm is not None:
             await warm()
+    gc.freeze()

@@ -55,10 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import bm25s
-import jieba
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
-from llama_index.retrievers.bm25 import BM25Retriever
 
 from plugin.log import log_failure
 from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
@@ -124,6 +121,8 @@ class _Jieba:
     def _initialise(self) -> Any:
         with self._lock:
             if self._tokenizer is None:
+                import jieba  # with its dictionary: only once there is a runbook to segment
+
                 jieba.setLogLevel(logging.WARNING)
                 tokenizer = jieba.Tokenizer()
                 if self.cache_dir is not None:
@@ -182,6 +181,8 @@ class _Index:
 
     @classmethod
     def build(cls, fingerprint: str, sections: list[Section], segmenter: Segmenter) -> _Index:
+        from llama_index.retrievers.bm25 import BM25Retriever  # bm25s: only with runbooks
+
         nodes = [_to_node(section, segmenter) for section in sections]
         retriever = BM25Retriever(
             nodes=nodes,
@@ -193,6 +194,9 @@ class _Index:
 
     @classmethod
     def load(cls, fingerprint: str, directory: Path, segmenter: Segmenter) -> _Index:
+        import bm25s
+        from llama_index.retrievers.bm25 import BM25Retriever
+
         bm25 = bm25s.BM25.load(str(directory), load_corpus=True, show_progress=False)
         retriever = BM25Retriever(
             existing_bm25=bm25,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from plugin.commands.exits import EXIT_FAILED, EXIT_OK, EXIT_REJECTED, exit_code, load_settings
+from plugin.commands.startup import imports_without_gc
 from plugin.contract.request import (
     DiagnosisRequest,
     PreviousTurn,
@@ -27,6 +28,7 @@ from plugin.contract.request import (
     parse_previous_turn,
 )
 from plugin.errors import ConfigError, InputRejected, InputRejection
+from plugin.http_bounds import prepare_tls_context
 from plugin.log import configure_logging, log_failure
 
 __all__ = ["main"]
@@ -57,13 +59,16 @@ def _read_previous_turn(path: str | None) -> PreviousTurn | None:
 
 
 async def _diagnose(args: argparse.Namespace) -> int:
-    from plugin.wiring import build_harness
-
+    prepare_tls_context()  # built while the modules below load; the model client takes it
+    with imports_without_gc():
+        from plugin.wiring import build_harness, import_framework
     try:
         settings = load_settings()
         request = DiagnosisRequest(
             args.query, _read_previous_turn(args.previous_turn), asked_at=args.asked_at
         )
+        with imports_without_gc():  # what the run would import on its way (not for a refusal)
+            import_framework()
         harness = build_harness(settings)
     except ConfigError as exc:
         return _error(InputRejection.INVALID_SETTINGS.value, str(exc))

@@ -49,7 +49,7 @@ from plugin.harness._compat import base_prepare_chat_with_tools
 from plugin.harness.context import RunContext
 from plugin.harness.errors import OversizedResponse
 from plugin.harness.state import ModelRound, RoundOutcome
-from plugin.http_bounds import bounded_client
+from plugin.http_bounds import bounded_client, take_tls_context
 
 __all__ = [
     "DRAFT_SCHEMA_NAME",
@@ -293,11 +293,13 @@ def model_http_client(
     *, timeout_seconds: float, connections: int, max_draft_bytes: int
 ) -> httpx.AsyncClient:
     """The pooled HTTP client of every model request of a process: answers bounded in bytes
-    (``answer_cap``) and, from a request's start to its last byte, in time."""
+    (``answer_cap``) and, from a request's start to its last byte, in time. Its TLS context is
+    the one the command prepared at its start, if it did (``take_tls_context``)."""
     return bounded_client(
         max_bytes=answer_cap(max_draft_bytes),
         total_seconds=timeout_seconds,
         timeout=timeout_seconds,
+        verify=take_tls_context(),
         limits=httpx.Limits(
             max_connections=connections, max_keepalive_connections=min(20, connections)
         ),

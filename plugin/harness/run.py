@@ -45,6 +45,7 @@ from plugin.harness.catalog import Catalogues
 from plugin.harness.context import RunContext
 from plugin.harness.hooks import HookSet, StepHook
 from plugin.harness.interceptor import ToolInterceptor
+from plugin.harness.memory import run_memory
 from plugin.harness.model import OversizedResponse, build_llm, model_http_client
 from plugin.harness.state import RoundOutcome, new_run_id
 from plugin.http_bounds import AnswerTooLarge
@@ -236,7 +237,9 @@ class Harness:
         interceptor = ToolInterceptor(ctx, self.adapters, prompts.hints)
         agent = build_agent(llm, prompts.system, interceptor, descriptions)
         handler = agent.run(
-            user_msg=message, max_iterations=s.max_model_calls + _ITERATION_HEADROOM
+            user_msg=message,
+            memory=run_memory(llm),
+            max_iterations=s.max_model_calls + _ITERATION_HEADROOM,
         )
         try:
             output = await _await_bounded(ctx, handler)

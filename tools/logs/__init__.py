@@ -6,9 +6,14 @@ The adapter (:mod:`~plugin.tools.logs.adapter`) only projects; a source
 :mod:`~plugin.tools.logs.prefilter` for matching) or Loki (:mod:`~plugin.tools.logs.loki`, with
 :mod:`~plugin.tools.logs.logql` for the query text). :func:`build_log_source`
 (:mod:`~plugin.tools.logs.build`) picks the source from ``DIAG_LOGS_SOURCE``. The summary of
-every match is :mod:`plugin.tools.logs.summary`. The names callers use are re-exported here.
+every match is :mod:`plugin.tools.logs.summary`. The names callers use are re-exported here;
+the Loki ones load :mod:`~plugin.tools.logs.loki` (and aiohttp, ~0.1-0.2 s to import) when first
+asked for, so a process without a Loki source never imports it.
 """
 
+from typing import TYPE_CHECKING, Any
+
+from plugin.tools.errors import BodyTooLarge
 from plugin.tools.logs.adapter import (
     LABEL_CHARS,
     MESSAGE_CHARS,
@@ -29,16 +34,6 @@ from plugin.tools.logs.logql import (
     logql_string,
     re2_escape,
 )
-from plugin.tools.logs.loki import (
-    LABELS_MAX_BYTES,
-    READ_CHUNK_BYTES,
-    SAMPLE_LINES,
-    BodyTooLarge,
-    LokiLogSource,
-    parse_loki_counts,
-    parse_loki_response,
-    read_body,
-)
 from plugin.tools.logs.prefilter import Prefilter, line_matches
 from plugin.tools.logs.source import (
     MASK_SECONDS,
@@ -48,6 +43,27 @@ from plugin.tools.logs.source import (
     LogSource,
     LogSourceError,
 )
+
+if TYPE_CHECKING:
+    from plugin.tools.logs.loki import (
+        LABELS_MAX_BYTES,
+        READ_CHUNK_BYTES,
+        SAMPLE_LINES,
+        LokiLogSource,
+        parse_loki_counts,
+        parse_loki_response,
+        read_body,
+    )
+
+_LOKI_NAMES = frozenset({
+    "LABELS_MAX_BYTES",
+    "READ_CHUNK_BYTES",
+    "SAMPLE_LINES",
+    "LokiLogSource",
+    "parse_loki_counts",
+    "parse_loki_response",
+    "read_body",
+})  # fmt: skip
 
 __all__ = [
     "CHUNK_BYTES",
@@ -87,3 +103,12 @@ __all__ = [
     "re2_escape",
     "read_body",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The Loki names, importing :mod:`~plugin.tools.logs.loki` on first use."""
+    if name in _LOKI_NAMES:
+        from plugin.tools.logs import loki
+
+        return getattr(loki, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

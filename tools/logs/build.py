@@ -7,7 +7,6 @@ from pathlib import Path
 
 from plugin.tools.base import AdapterErrorCode, ProbeReport
 from plugin.tools.logs.folder import JsonlLogSource
-from plugin.tools.logs.loki import LokiLogSource
 from plugin.tools.logs.probe import probe_unconfigured
 from plugin.tools.logs.source import LogPage, LogSource, LogSourceError
 from plugin.tools.schemas import LogsInput
@@ -45,6 +44,8 @@ def build_log_source(
     if logs_source is None or not logs_source.strip():
         return UnconfiguredLogSource()
     if re.match(r"(?i)https?://", logs_source):
+        from plugin.tools.logs.loki import LokiLogSource  # aiohttp: only for a Loki source
+
         return LokiLogSource(
             logs_source,
             service_label=loki_service_label,

@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import logging
 import math
 import time as clock
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiomysql
 
@@ -70,8 +71,10 @@ from plugin.tools.mysql.session import (
 from plugin.tools.mysql.values import cell_bytes
 from plugin.tools.redact import is_secret_name, redact
 from plugin.tools.schemas import MysqlInput
-from plugin.tools.sql.bounds import Schema
-from plugin.tools.sql.guard import Prepared, Refused, check_sql, prepare_sql
+from plugin.tools.sql.columns import Schema
+
+if TYPE_CHECKING:
+    from plugin.tools.sql.guard import Prepared, Refused
 
 __all__ = [
     "MAX_RESULT_BYTES",
@@ -205,6 +208,11 @@ class MysqlAdapter:
             )  # fmt: skip
             return Failed(code)
 
+    async def warm(self) -> None:
+        """Import the SQL guard now, in a thread (a service's start), not at the first statement."""
+        if self._dsn is not None:
+            await asyncio.to_thread(importlib.import_module, "plugin.tools.sql.guard")
+
     async def aclose(self) -> None:
         """Close the pool (if one was created) and wait for its connections to end."""
         async with self._lock:
@@ -218,6 +226,10 @@ class MysqlAdapter:
     def _early_guard(
         self, call: AdapterCall[MysqlInput], database: str, tables: frozenset[str]
     ) -> Failed | None:
+        # The guard (sqlglot, ~50 ms to import) loads at the first statement: a run that sends
+        # none never imports it; ``warm`` imports it ahead for a long-lived process.
+        from plugin.tools.sql.guard import Refused, check_sql
+
         decision = check_sql(call.input.sql, database=database, allowed_tables=tables)
         if isinstance(decision, Refused):
             self._log_refusal(call, decision)
@@ -229,6 +241,8 @@ class MysqlAdapter:
 
         The guard parses with sqlglot (~5 ms, twice): the caller runs this in a thread.
         """
+        from plugin.tools.sql.guard import Prepared, prepare_sql
+
         decision = prepare_sql(
             call.input.sql, database=self._database(), allowed_tables=facts.allowed_tables,
             max_rows=self._max_rows, schema=facts.schema,

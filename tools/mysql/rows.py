@@ -13,7 +13,7 @@ from plugin.tools.mysql.session import GROUP_CONCAT_MAX_LEN
 from plugin.tools.mysql.values import to_json_scalar, unique_names, without_last_token
 from plugin.tools.redact import redact
 from plugin.tools.schemas import JsonScalar, MysqlRow
-from plugin.tools.sql.bounds import CAP_CHARS
+from plugin.tools.sql.columns import CAP_CHARS
 
 __all__ = ["MASK", "TRUNCATION_MARK", "RowProjection"]
 

@@ -16,7 +16,7 @@ import aiomysql
 from pymysql.constants import COMMAND
 
 from plugin.tools._compat import read_packet, send_command
-from plugin.tools.sql.bounds import ColumnShape, Schema, column_shape
+from plugin.tools.sql.columns import ColumnShape, Schema, column_shape
 
 __all__ = [
     "BASE_TABLES_SQL",

@@ -21,6 +21,10 @@ the cells that come back. So the guard gives every expression of the checked tre
   matching (``LIKE``, ``LOCATE``, ``SUBSTRING_INDEX``, ``FIND_IN_SET``) can cost more than
   subject × needle allows. The refusal names the class, never the limit.
 
+The columns' shapes (:class:`ColumnShape`, :func:`column_shape`, the :data:`Schema`) live in
+:mod:`plugin.tools.sql.columns`, which needs no sqlglot: the adapter reads them with the privilege
+verdict, before any statement is checked. They are re-exported here.
+
 The outermost ``*`` / ``t.*`` is expanded into the schema's columns beforehand
 (:mod:`plugin.tools.sql.stars`), so the adapter masks by the position of each checked projection
 and never by the label the server returns.
@@ -28,13 +32,22 @@ and never by the label the server returns.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 
 from sqlglot import exp
 
 from plugin.tools.errors import BoundViolation
+from plugin.tools.sql.columns import (
+    CAP_BYTES,
+    CAP_CHARS,
+    NUMBER_BYTES,
+    TEMPORAL_BYTES,
+    ColumnShape,
+    Schema,
+    ValueKind,
+    column_shape,
+)
 
 __all__ = [
     "CAP_BYTES",
@@ -57,62 +70,15 @@ MAX_STRING_ARG_BYTES = 8 * 1024
 MAX_KEY_BYTES = 8 * 1024
 MAX_MATCH_WORK = 2 * 1024 * 1024
 MAX_CAST_LENGTH = 1024
-# A bare outermost text column wider than this is sent as ``LEFT(col, CAP_CHARS) AS col``: the
-# guard's own cut, from the value's start, far past what the adapter redacts and shows.
-CAP_CHARS = 4096
-CAP_BYTES = CAP_CHARS * 4
 _GROUP_CONCAT_MAX_BYTES = 4096
-_NUMBER_BYTES = 40
-_TEMPORAL_BYTES = 64
+_NUMBER_BYTES = NUMBER_BYTES
+_TEMPORAL_BYTES = TEMPORAL_BYTES
 _UNKNOWN_BYTES = 1024
 _SAFE_NEIGHBOURS = frozenset(" \t\n,;|")
 
 TEXT_EXTRACTION = "TEXT_EXTRACTION"
 TOO_LARGE = "TOO_LARGE"
 UNEXPANDABLE = "UNEXPANDABLE"
-
-
-class ValueKind(StrEnum):
-    """How a column's values behave for the typed pass."""
-
-    TEXT = "TEXT"  # free text or bytes: may hold a credential (tainted)
-    LABEL = "LABEL"  # ENUM / SET: values fixed by the DDL
-    NUMBER = "NUMBER"
-    TEMPORAL = "TEMPORAL"
-
-
-@dataclass(frozen=True, slots=True)
-class ColumnShape:
-    """One column of an allowed table: its name, kind and largest value in bytes."""
-
-    name: str
-    kind: ValueKind
-    max_bytes: int
-
-
-Schema = Mapping[str, tuple[ColumnShape, ...]]
-
-_TEXT_TYPES = frozenset({
-    "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json", "binary",
-    "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "inet6", "uuid", "geometry",
-})  # fmt: skip
-_TEMPORAL_TYPES = frozenset({"date", "datetime", "timestamp", "time", "year"})
-_NUMBER_TYPES = frozenset({
-    "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric",
-    "float", "double", "real", "bit", "bool", "boolean",
-})  # fmt: skip
-
-
-def column_shape(name: str, data_type: str, octet_length: int | None) -> ColumnShape:
-    """The shape of a column from ``information_schema.COLUMNS`` (unknown types are text)."""
-    kind_name = data_type.strip().lower()
-    if kind_name in _NUMBER_TYPES:
-        return ColumnShape(name, ValueKind.NUMBER, _NUMBER_BYTES)
-    if kind_name in _TEMPORAL_TYPES:
-        return ColumnShape(name, ValueKind.TEMPORAL, _TEMPORAL_BYTES)
-    size = octet_length if octet_length is not None and octet_length > 0 else 2**32
-    kind = ValueKind.LABEL if kind_name in {"enum", "set"} else ValueKind.TEXT
-    return ColumnShape(name, kind, size)
 
 
 @dataclass(frozen=True, slots=True)
