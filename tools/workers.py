@@ -156,13 +156,17 @@ class _Worker:
         assert self.proc.stdin is not None
         try:
             write_frame(self.proc.stdin, request)
-            return self._read()
-        except (EOFError, OSError, pickle.UnpicklingError, AttributeError, ValueError) as exc:
-            self.kill()
-            raise WorkerFailed("the child ended without an answer") from exc
+            reply = self._read()
         except WorkerFailed:
             self.kill()
             raise
+        except Exception as exc:  # a dead child, or bytes no pickle of ours (garbage, a forgery)
+            self.kill()
+            raise WorkerFailed("the child ended without an answer") from exc
+        if not _known(reply):  # out of step with its pipe: its next answer would be stale
+            self.kill()
+            raise WorkerFailed("an answer of an unknown shape")
+        return reply
 
     def kill(self) -> None:
         """End the child now (any thread); idempotent."""
@@ -263,11 +267,14 @@ class WorkerPool:
         self._give_back(await self._take())
 
     async def _take(self) -> _Worker:
-        with self._lock:
-            while self._idle:
-                worker = self._idle.pop()
-                if not worker.dead and worker.proc.poll() is None:
-                    return worker
+        while True:
+            with self._lock:
+                worker = self._idle.pop() if self._idle else None
+            if worker is None:
+                break
+            if not worker.dead and worker.proc.poll() is None:
+                return worker
+            worker.kill()  # died while idle (already reaped): its pipes are closed now
         claim = _Claim()
         try:
             worker = await asyncio.to_thread(self._start, claim)
@@ -319,6 +326,14 @@ class WorkerPool:
             self._idle.clear()
         for worker in idle:
             await asyncio.to_thread(worker.kill)
+
+
+def _known(reply: object) -> bool:
+    """Whether ``reply`` has one of the protocol's shapes (see module docs)."""
+    match reply:
+        case ("ok", _) | ("out_of_time",) | ("failed", str()):
+            return True
+    return False
 
 
 def _kill_each(workers: list[_Worker]) -> None:

@@ -1,0 +1,146 @@
+"""Attacks on the child-process scan (issue 20 item 2; FAULTS.md "Processes", "Files"): a child
+stopped mid-scan, a child that dies while idle, a child whose answer is garbage or of an unknown
+shape, and queries the single scan refuses — each must end as the single scan would or as a
+defined error, leave no descriptor, zombie or desynchronised child behind."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import pickle
+import signal
+import struct
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed
+from plugin.tools.errors import LogSourceError
+from plugin.tools.logs import JsonlLogSource, LogsAdapter
+from plugin.tools.logs.jsonl import scan_window
+from plugin.tools.logs.parts import window_files
+from plugin.tools.threads import NEVER
+from plugin.tools.workers import GRACE_SECONDS, WorkerPool
+from tests.tools.test_logs import _at, _input, _line, _write
+from tests.tools.test_logs_stop import HOUR_FILE, _endless_hour
+from tests.tools.test_logs_workers import _gone, _mixed_history, _until
+
+
+def _reply_pipe(pid: int) -> Path:
+    """The child's end of the pipe its answers travel on, found by the pipe's inode: this
+    process reads the other end (the test writes into it what a broken child would)."""
+    ours = {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+            if Path(f"/proc/self/fd/{fd}").exists()}  # fmt: skip
+    for fd in sorted(os.listdir(f"/proc/{pid}/fd"), key=int):
+        link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        if link.startswith("pipe:") and link in ours and int(fd) > 2:
+            return Path(f"/proc/{pid}/fd/{fd}")
+    raise AssertionError("no reply pipe")
+
+
+def _forge(pid: int, payload: bytes) -> None:
+    with _reply_pipe(pid).open("wb") as pipe:
+        pipe.write(struct.pack(">I", len(payload)) + payload)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pickle.dumps(42),  # a well-formed frame of an unknown shape
+        pickle.dumps(("ok",)),
+        b"cno_such_module_here\nx\n.",  # a pickle that imports what does not exist
+        b"\x80\x05\x95garbage",
+    ],
+    ids=["unknown-shape", "short-ok", "import-error", "garbage"],
+)
+async def test_a_child_answering_garbage_is_discarded_never_reused(
+    tmp_path: Path, payload: bytes
+) -> None:
+    """A reply the protocol does not know means the child and the pipe are out of step: the
+    next query on that child would read this query's answer. It is killed, the error defined."""
+    _mixed_history(tmp_path)
+    q = _input(_at(10), _at(12))
+    expected = scan_window(NEVER, tmp_path, q, 5.0).page
+    source = JsonlLogSource(tmp_path, process_bytes=0, workers=1)
+    try:
+        await source.workers.warm()
+        (pid,) = source.workers.pids()
+        _forge(pid, payload)  # read as the answer to the next request
+        with pytest.raises(LogSourceError) as raised:
+            await source.search(q)
+        assert raised.value.code is AdapterErrorCode.UNAVAILABLE
+        assert await _until(lambda: _gone(pid), 5.0)
+        other = _input(_at(11), _at(12), limit=1)  # not the query the stale answer is for
+        assert await source.search(other) == scan_window(NEVER, tmp_path, other, 5.0).page
+        assert await source.search(q) == expected  # a new child, in step
+        assert source.workers.started == 2
+    finally:
+        await source.aclose()
+
+
+async def test_an_idle_child_killed_from_outside_leaves_no_descriptor(tmp_path: Path) -> None:
+    pool = WorkerPool(1)
+    try:
+        await pool.warm()
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(3):
+            (pid,) = pool.pids()
+            os.kill(pid, signal.SIGKILL)  # the OOM killer, an operator: while idle
+            assert await _until(lambda pid=pid: _gone(pid), 5.0)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                await pool.warm()  # the dead child is dropped, a new one started
+                gc.collect()
+            assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+        assert len(os.listdir("/proc/self/fd")) == before
+    finally:
+        await pool.close()
+
+
+async def test_a_child_stopped_mid_scan_answers_timeout_and_is_killed(tmp_path: Path) -> None:
+    """SIGSTOP (a debugger, a frozen cgroup): the child never answers nor checks its budget;
+    the parent's watchdog kills it at budget + grace and the query is ``TIMEOUT``."""
+    _endless_hour(tmp_path)
+    source = JsonlLogSource(tmp_path, process_bytes=0, workers=1, scan_seconds=0.5)
+    call = AdapterCall("c", "r", _input(_at(10), _at(11)))
+    try:
+        await source.workers.warm()
+        (pid,) = source.workers.pids()
+        invoked = asyncio.create_task(LogsAdapter(source).invoke(call))
+        await asyncio.sleep(0.2)
+        os.kill(pid, signal.SIGSTOP)
+        began = time.monotonic()
+        assert await invoked == Failed(AdapterErrorCode.TIMEOUT)
+        assert time.monotonic() - began < 0.5 + GRACE_SECONDS + 3.0
+        assert await _until(lambda: _gone(pid), 5.0) and source.workers.busy == 0
+        _write(tmp_path, HOUR_FILE, [_line(_at(10, 5).isoformat(), "on", service="payment-api")])
+        page = await source.search(_input(_at(10), _at(11)))
+        assert [r.message for r in page.items] == ["on"]
+    finally:
+        await source.aclose()
+
+
+@pytest.mark.parametrize("service", [".", ".."])
+async def test_a_dot_service_is_refused_in_children_as_in_a_thread(
+    tmp_path: Path, service: str
+) -> None:
+    """``.`` and ``..`` are refused by the whole scan (``INVALID_INPUT``); the window's files
+    are not even looked at (``..`` would name files beside the folder)."""
+    folder = tmp_path / "logs"
+    _write(tmp_path, "2026-11-28/10.jsonl", [_line(_at(10, 1).isoformat(), "x", service="..")])
+    _write(folder, "2026-11-28/10.jsonl", [_line(_at(10, 1).isoformat(), "x", service=".")])
+    q = _input(_at(10), _at(11), service)
+    assert window_files(folder, q) == []
+    for source in (
+        JsonlLogSource(folder, process_bytes=None),
+        JsonlLogSource(folder, process_bytes=0, part_bytes=1, workers=2),
+    ):
+        try:
+            with pytest.raises(LogSourceError) as raised:
+                await source.search(q)
+            assert raised.value.code is AdapterErrorCode.INVALID_INPUT
+        finally:
+            await source.aclose()
