@@ -56,7 +56,10 @@ class Partial:
 
 def window_files(folder: Path, q: LogsInput) -> list[tuple[str, int]]:
     """The window's hour files that exist as regular files (links not followed), in read
-    order, with their sizes."""
+    order, with their sizes; none for ``.`` and ``..``, which the whole scan refuses (``..``
+    would name files beside the folder, ``.`` the folder's own date folders)."""
+    if q.service in {".", ".."}:
+        return []
     found = []
     for hour in _hours(q.start, q.end):
         rel = f"{q.service}/{hour:%Y-%m-%d}/{hour:%H}.jsonl"
