@@ -11,8 +11,10 @@ Protocol (both directions): a 4-byte big-endian length, then a pickle. The child
 ``("ready", pid)`` once it has imported what it needs; each request is ``(target, budget,
 args)`` — ``target`` a ``"module:function"`` inside ``plugin.tools``, called as
 ``function(Stop(budget), *args)`` — and each reply is ``("ok", value)``, ``("out_of_time",)``
-or ``("failed", type name)``. Only the parent writes requests; the child imports nothing
-outside ``plugin.tools``.
+or ``("failed", type name)``, after a ``("log", logger, level, message)`` frame for each
+record the work logged (logged here, in this process's format: a child's standard error goes
+nowhere, so nothing it writes reaches the operator's log raw). Only the parent writes
+requests; the child imports nothing outside ``plugin.tools``.
 
 Bounds and faults:
 
@@ -68,6 +70,7 @@ GRACE_SECONDS = 2.0  # past its own budget, a call is killed
 START_SECONDS = 60.0  # a child that is not ready by then is killed (a machine under load)
 MAX_REPLY_BYTES = 256 * 1024 * 1024  # a frame longer than this is not read
 _HEADER = struct.Struct(">I")
+_LOG_CHARS = 1_000  # of a message a child logged (its own bound, kept here too)
 _CHILD_MODULE = "plugin.tools.worker_child"
 # What a child inherits of the environment (and PYTHON*): no credential reaches it, since it
 # reads files and computes, and nothing it needs is configured through the environment.
@@ -127,6 +130,7 @@ class _Worker:
             [sys.executable, "-m", _CHILD_MODULE, str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # what a child logs comes back in frames (worker_child)
             env=env,
             close_fds=True,
         )
@@ -157,6 +161,8 @@ class _Worker:
         try:
             write_frame(self.proc.stdin, request)
             reply = self._read()
+            while _logged(reply):  # what the work logged, before its answer
+                reply = self._read()
         except WorkerFailed:
             self.kill()
             raise
@@ -326,6 +332,18 @@ class WorkerPool:
             self._idle.clear()
         for worker in idle:
             await asyncio.to_thread(worker.kill)
+
+
+def _logged(frame: object) -> bool:
+    """Log a child's ``("log", logger, level, message)`` frame here (its logger inside
+    ``plugin.``, its level and message as sent); whether ``frame`` was one."""
+    match frame:
+        case ("log", str(name), int(level), str(message)):
+            if not name.startswith("plugin."):
+                name = __name__
+            logging.getLogger(name).log(level, "%s", message[:_LOG_CHARS])
+            return True
+    return False
 
 
 def _known(reply: object) -> bool:

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import logging
 import os
 import pickle
 import signal
 import struct
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -144,3 +147,41 @@ async def test_a_dot_service_is_refused_in_children_as_in_a_thread(
             assert raised.value.code is AdapterErrorCode.INVALID_INPUT
         finally:
             await source.aclose()
+
+
+async def test_what_a_child_logs_is_logged_by_the_parent_never_written_raw(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A hard-linked hour file is skipped with a warning: from a child it reaches the parent's
+    log (its format, its run id), not the parent's standard error as a bare line."""
+    _mixed_history(tmp_path)
+    os.link(tmp_path / "payment-api/2026-11-28/10.jsonl", tmp_path / "copy.jsonl")
+    script = (
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from plugin.log import configure_logging\n"
+        "from plugin.tools.logs import JsonlLogSource\n"
+        "from tests.tools.test_logs import _at, _input\n"
+        "async def main():\n"
+        "    source = JsonlLogSource(Path(sys.argv[1]), process_bytes=0, part_bytes=1)\n"
+        "    await source.search(_input(_at(10), _at(12)))\n"
+        "    await source.aclose()\n"
+        "configure_logging('INFO', 'json')\n"
+        "asyncio.run(main())\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, str(tmp_path),
+        stderr=asyncio.subprocess.PIPE, cwd=Path(__file__).parents[2],
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    lines = err.decode().splitlines()
+    assert any("hard-linked (2 names)" in line for line in lines)
+    assert all(json.loads(line)["logger"].startswith("plugin.") for line in lines)  # JSON only
+    source = JsonlLogSource(tmp_path, process_bytes=0, part_bytes=1, workers=2)
+    try:
+        with caplog.at_level(logging.WARNING, logger="plugin.tools.logs"):
+            await source.search(_input(_at(10), _at(12)))
+        skipped = [r for r in caplog.records if "hard-linked (2 names)" in r.getMessage()]
+        assert skipped and all(r.name == "plugin.tools.logs" for r in skipped)
+    finally:
+        await source.aclose()
