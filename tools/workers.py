@@ -43,6 +43,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -203,6 +204,16 @@ class _Claim:
         self.worker: _Worker | None = None
 
 
+class _Held:
+    """What one call holds: a slot of the pool, then a child."""
+
+    __slots__ = ("slot", "worker")
+
+    def __init__(self) -> None:
+        self.slot = False
+        self.worker: _Worker | None = None
+
+
 class WorkerPool:
     """At most ``size`` child processes, started when first needed (see module docs)."""
 
@@ -228,15 +239,18 @@ class WorkerPool:
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T:
-        """``fn(Stop(budget), *args)`` in a child; cancelling the await kills that child."""
+        """``fn(Stop(budget), *args)`` in a child; cancelling the await kills that child. The
+        budget counts from this call: waiting for a free child and starting one spend it (the
+        child is given what is left), and past it plus :data:`GRACE_SECONDS` the call is
+        killed."""
         if kwargs:
             raise TypeError("worker calls take positional arguments only")
-        request = (target_name(fn), budget, args)
-        await self._slots.acquire()
-        held: list[_Worker] = []  # the child this call took, once it has one
-        limit = None if budget is None else budget + GRACE_SECONDS  # a slow start counts too
+        target = target_name(fn)
+        until = None if budget is None else time.monotonic() + budget
+        held = _Held()
+        limit = None if budget is None else budget + GRACE_SECONDS
         try:
-            reply = await asyncio.wait_for(self._exchange(request, held), limit)
+            reply = await asyncio.wait_for(self._exchange(target, until, args, held), limit)
         except TimeoutError:
             await self._kill(held)
             raise OutOfTime from None
@@ -244,22 +258,28 @@ class WorkerPool:
             await self._kill(held)
             raise
         finally:
-            self._give_back(held[0] if held else None)
-            self._slots.release()
+            self._give_back(held.worker)  # before the slot: its next holder finds this child
+            if held.slot:
+                self._slots.release()
         return self._unpack(reply)  # type: ignore[return-value]
 
-    async def _exchange(self, request: object, held: list[_Worker]) -> object:
-        worker = await self._take()
-        held.append(worker)
+    async def _exchange(
+        self, target: str, until: float | None, args: tuple[object, ...], held: _Held
+    ) -> object:
+        await self._slots.acquire()
+        held.slot = True
+        held.worker = worker = await self._take()
+        left = None if until is None else until - time.monotonic()
         self.busy += 1
         try:
-            return await asyncio.to_thread(worker.exchange, request)
+            return await asyncio.to_thread(worker.exchange, (target, left, args))
         finally:
             self.busy -= 1
 
     @staticmethod
-    async def _kill(held: list[_Worker]) -> None:
-        for worker in held:
+    async def _kill(held: _Held) -> None:
+        worker = held.worker
+        if worker is not None:
             worker.dead = True  # never given back, even if this await is cancelled again
             await asyncio.shield(asyncio.to_thread(worker.kill))
 

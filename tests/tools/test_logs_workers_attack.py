@@ -120,6 +120,7 @@ async def test_a_child_stopped_mid_scan_answers_timeout_and_is_killed(tmp_path: 
         assert time.monotonic() - began < 0.5 + GRACE_SECONDS + 3.0
         assert await _until(lambda: _gone(pid), 5.0) and source.workers.busy == 0
         _write(tmp_path, HOUR_FILE, [_line(_at(10, 5).isoformat(), "on", service="payment-api")])
+        await source.workers.warm()  # a start under load would spend most of half a second
         page = await source.search(_input(_at(10), _at(11)))
         assert [r.message for r in page.items] == ["on"]
     finally:
@@ -183,5 +184,28 @@ async def test_what_a_child_logs_is_logged_by_the_parent_never_written_raw(
             await source.search(_input(_at(10), _at(12)))
         skipped = [r for r in caplog.records if "hard-linked (2 names)" in r.getMessage()]
         assert skipped and all(r.name == "plugin.tools.logs" for r in skipped)
+    finally:
+        await source.aclose()
+
+
+async def test_a_query_waiting_for_a_busy_pool_spends_its_own_budget(tmp_path: Path) -> None:
+    """``scan_seconds`` bounds a query from its start, as in a thread: waiting for a child
+    another query holds spends it, never restarts it (four queries on one child ended one
+    budget after another: the fourth after four)."""
+    _endless_hour(tmp_path)
+    source = JsonlLogSource(tmp_path, process_bytes=0, workers=1, scan_seconds=1.0)
+    adapter = LogsAdapter(source)
+    try:
+        await source.workers.warm()
+
+        async def timed() -> tuple[object, float]:
+            began = time.monotonic()
+            result = await adapter.invoke(AdapterCall("c", "r", _input(_at(10), _at(11))))
+            return result, time.monotonic() - began
+
+        results = await asyncio.gather(*(timed() for _ in range(4)))
+        assert all(result == Failed(AdapterErrorCode.TIMEOUT) for result, _ in results)
+        assert max(took for _, took in results) < 1.0 + GRACE_SECONDS  # the watchdog's bound
+        assert source.workers.busy == 0 and len(source.workers.pids()) <= 1
     finally:
         await source.aclose()

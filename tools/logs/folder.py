@@ -88,7 +88,7 @@ class JsonlLogSource:
         parts = plan_parts(files, min(self.workers.size, max(1, total // self.part_bytes)))
         if len(parts) <= 1:
             return await self.workers.call(
-                scan_window, self.scan_seconds, self.folder, q, self.mask_seconds
+                scan_window, budget.left(), self.folder, q, self.mask_seconds
             )
         return await self._in_parts(q, parts, budget)
 
@@ -97,7 +97,7 @@ class JsonlLogSource:
             async with asyncio.TaskGroup() as group:
                 calls = [
                     group.create_task(
-                        self.workers.call(scan_parts, self.scan_seconds, self.folder, q, part)
+                        self.workers.call(scan_parts, budget.left(), self.folder, q, part)
                     )
                     for part in parts
                 ]
