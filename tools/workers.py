@@ -350,8 +350,8 @@ class WorkerPool:
         with self._lock:
             idle = list(self._idle)
             self._idle.clear()
-        for worker in idle:
-            await asyncio.to_thread(worker.kill)
+        # Shielded: a close cut short still ends every child it took out of the pool.
+        await asyncio.shield(asyncio.to_thread(_kill_each, idle))
 
 
 def _logged(frame: object) -> bool:

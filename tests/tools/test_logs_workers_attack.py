@@ -209,3 +209,22 @@ async def test_a_query_waiting_for_a_busy_pool_spends_its_own_budget(tmp_path: P
         assert source.workers.busy == 0 and len(source.workers.pids()) <= 1
     finally:
         await source.aclose()
+
+
+async def test_a_cancelled_close_still_ends_every_idle_child(tmp_path: Path) -> None:
+    """``aclose`` cut short (a shutdown's own deadline): the idle children it took from the
+    pool end all the same, none is left running with its pipes dropped."""
+    pool = WorkerPool(3)
+    await asyncio.gather(pool.warm(), pool.warm(), pool.warm())
+    pids = pool.pids()
+    assert len(pids) >= 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        closing = asyncio.create_task(pool.close())
+        await asyncio.sleep(0)  # the first kill is under way
+        closing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closing
+        assert await _until(lambda: all(_gone(pid) for pid in pids), 10.0)
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
