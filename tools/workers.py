@@ -28,7 +28,9 @@ Bounds and faults:
 * **Credentials** never reach a child: it inherits only the locale, paths and ``PYTHON*``
   variables of the environment (:data:`_ENV`), no token or DSN.
 * **The parent dying** ends its children: each asks the kernel for ``SIGKILL`` when its parent
-  exits (``PR_SET_PDEATHSIG``) and ends at the end of its input. :meth:`WorkerPool.close` (and,
+  exits (``PR_SET_PDEATHSIG``, which follows the forking *thread*: every child is started from
+  one thread that lives as long as the process, never from an event loop's executor, whose
+  threads end with their loop) and ends at the end of its input. :meth:`WorkerPool.close` (and,
   for pools never closed, interpreter exit) kills what is left.
 """
 
@@ -46,6 +48,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any, Concatenate, ParamSpec, TypeVar
 
@@ -78,6 +81,19 @@ _CHILD_MODULE = "plugin.tools.worker_child"
 _ENV = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "VIRTUAL_ENV"})
 # Every child of every pool, for the exit hook (a pool that was never closed).
 _LIVE: weakref.WeakSet[_Worker] = weakref.WeakSet()
+_SPAWNER: ThreadPoolExecutor | None = None
+_SPAWN_LOCK = threading.Lock()
+
+
+def _spawner() -> ThreadPoolExecutor:
+    """The one thread every child is started from, alive as long as this process: the kernel's
+    parent-death signal follows the *thread* that forked (an event loop's executor thread ends
+    with its loop, and killed every child it had started)."""
+    global _SPAWNER
+    with _SPAWN_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="evidence-worker-spawn")
+        return _SPAWNER
 
 
 def write_frame(stream: IO[bytes], value: object) -> None:
@@ -127,13 +143,18 @@ class _Worker:
         root = str(Path(sys.modules["plugin"].__file__ or ".").parent.parent)
         env = {k: v for k, v in os.environ.items() if k in _ENV or k.startswith("PYTHON")}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", _CHILD_MODULE, str(os.getpid())],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,  # what a child logs comes back in frames (worker_child)
-            env=env,
-            close_fds=True,
+        proc = (
+            _spawner()
+            .submit(
+                subprocess.Popen,
+                [sys.executable, "-m", _CHILD_MODULE, str(os.getpid())],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,  # what a child logs comes back in frames (worker_child)
+                env=env,
+                close_fds=True,
+            )
+            .result()
         )
         worker = cls(proc)
         _LIVE.add(worker)
@@ -210,7 +231,7 @@ class _Held:
     __slots__ = ("slot", "worker")
 
     def __init__(self) -> None:
-        self.slot = False
+        self.slot: asyncio.BoundedSemaphore | None = None
         self.worker: _Worker | None = None
 
 
@@ -223,7 +244,8 @@ class WorkerPool:
         self.size = size
         self._idle: list[_Worker] = []
         self._children: weakref.WeakSet[_Worker] = weakref.WeakSet()
-        self._slots = asyncio.BoundedSemaphore(size)  # bound to the loop that first waits on it
+        self._slots = asyncio.BoundedSemaphore(size)  # of the loop in _slots_loop (see _here)
+        self._slots_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._lock = threading.Lock()
         self.started = 0  # children started over the pool's life (operators, tests)
         # A pool dropped without close() (a host app that never closes its source): its idle
@@ -259,15 +281,16 @@ class WorkerPool:
             raise
         finally:
             self._give_back(held.worker)  # before the slot: its next holder finds this child
-            if held.slot:
-                self._slots.release()
+            if held.slot is not None:
+                held.slot.release()
         return self._unpack(reply)  # type: ignore[return-value]
 
     async def _exchange(
         self, target: str, until: float | None, args: tuple[object, ...], held: _Held
     ) -> object:
-        await self._slots.acquire()
-        held.slot = True
+        slots = self._here()
+        await slots.acquire()
+        held.slot = slots
         held.worker = worker = await self._take()
         left = None if until is None else until - time.monotonic()
         self.busy += 1
@@ -275,6 +298,16 @@ class WorkerPool:
             return await asyncio.to_thread(worker.exchange, (target, left, args))
         finally:
             self.busy -= 1
+
+    def _here(self) -> asyncio.BoundedSemaphore:
+        """The slots of the running loop: a pool used from a later loop (a second
+        ``asyncio.run``) gets fresh ones, an asyncio primitive being bound to one loop."""
+        loop = asyncio.get_running_loop()
+        if self._slots_loop is None or self._slots_loop() is not loop:
+            if self._slots_loop is not None:
+                self._slots = asyncio.BoundedSemaphore(self.size)
+            self._slots_loop = weakref.ref(loop)
+        return self._slots
 
     @staticmethod
     async def _kill(held: _Held) -> None:

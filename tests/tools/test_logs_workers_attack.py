@@ -228,3 +228,26 @@ async def test_a_cancelled_close_still_ends_every_idle_child(tmp_path: Path) -> 
         assert await _until(lambda: all(_gone(pid) for pid in pids), 10.0)
         gc.collect()
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+def test_a_pool_outlives_the_event_loop_that_started_its_children(tmp_path: Path) -> None:
+    """A source used from one ``asyncio.run`` and then another (a host app, a test fixture):
+    the end of the first loop (its executor's threads end) does not kill the children, and
+    the second loop can wait for a busy child (an asyncio primitive is bound to one loop)."""
+    _mixed_history(tmp_path)
+    q = _input(_at(10), _at(12))
+    expected = scan_window(NEVER, tmp_path, q, 5.0).page
+    source = JsonlLogSource(tmp_path, process_bytes=0, part_bytes=1, workers=2)
+
+    async def four() -> list[object]:
+        return await asyncio.gather(*(source.search(q) for _ in range(4)), return_exceptions=True)
+
+    try:
+        assert asyncio.run(four()) == [expected] * 4
+        pids = source.workers.pids()
+        time.sleep(0.3)  # a parent-death signal would have arrived by now
+        assert not any(_gone(pid) for pid in pids)
+        assert asyncio.run(four()) == [expected] * 4
+        assert source.workers.pids() == pids and source.workers.started == 2
+    finally:
+        asyncio.run(source.aclose())
