@@ -331,9 +331,11 @@ class WorkerPool:
                 worker = self._idle.pop() if self._idle else None
             if worker is None:
                 break
-            if not worker.dead and worker.proc.poll() is None:
+            ended = worker.proc.poll() is not None
+            if not (worker.dead or ended):
                 return worker
-            worker.kill()  # died while idle (already reaped): its pipes are closed now
+            if ended:  # died while idle, reaped just now: closing its pipes cannot block
+                worker.kill()
         claim = _Claim()
         try:
             worker = await asyncio.to_thread(self._start, claim)
