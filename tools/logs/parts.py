@@ -5,9 +5,10 @@ A window's hour files, in the order a scan reads them (newest hour first), are c
 offset, and :func:`~plugin.tools.logs.jsonl.range_blocks` gives each line to the part in which
 it starts. Each part is scanned in its own child (:func:`scan_parts`: the tally, the newest
 ``limit`` matches and the read counters; sent back pickled, :func:`scan_packed`, and passed on
-by the parent unread), and one child merges them (:func:`merge_parts`) and masks the patterns. The merged page is the one a single scan gives — counts, buckets, first and
-last instants, the newest matches with ties in the order read, the patterns — because every
-part's newest matches hold the global newest among its lines and parts merge in read order.
+by the parent unread), and one child merges them (:func:`merge_parts`) and masks the
+patterns. The merged page is the one a single scan gives — counts, buckets, first and last
+instants, the newest matches with ties in the order read, the patterns — because every part's
+newest matches hold the global newest among its lines and parts merge in read order.
 One difference, only when a part alone sees more than ``MAX_KEYS`` distinct messages (the
 summary is then ``exact: false`` either way): a message first seen in an earlier part and
 crowded out of a later part's table is undercounted.
