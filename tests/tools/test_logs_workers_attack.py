@@ -251,3 +251,32 @@ def test_a_pool_outlives_the_event_loop_that_started_its_children(tmp_path: Path
         assert source.workers.pids() == pids and source.workers.started == 2
     finally:
         asyncio.run(source.aclose())
+
+
+async def test_a_query_cancelled_at_any_moment_leaves_the_pool_whole(tmp_path: Path) -> None:
+    """Cancel while the slot is awaited, a child starts, a part is scanned, the merge runs:
+    afterwards no call is counted busy, no child beyond the pool's size is alive, every child
+    a cancel killed is gone, and the next query gets the single scan's page."""
+    _mixed_history(tmp_path)
+    q = _input(_at(10), _at(12))
+    expected = scan_window(NEVER, tmp_path, q, 5.0).page
+    source = JsonlLogSource(tmp_path, process_bytes=0, part_bytes=1, workers=2)
+    seen: set[int] = set()
+    try:
+        for delay in (0.0, 0.0, 0.001, 0.005, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5):
+            queries = [asyncio.create_task(source.search(q)) for _ in range(2)]
+            await asyncio.sleep(delay)
+            seen.update(source.workers.pids())
+            for query in queries:
+                query.cancel()
+            for query in queries:
+                try:
+                    assert await query == expected  # it may have ended before the cancel
+                except asyncio.CancelledError:
+                    pass
+            assert source.workers.busy == 0 and len(source.workers.pids()) <= 2
+        assert await source.search(q) == expected
+        alive = set(source.workers.pids())
+        assert await _until(lambda: all(_gone(pid) for pid in seen - alive), 5.0)
+    finally:
+        await source.aclose()
