@@ -23,8 +23,10 @@ Bounds and faults:
   it is next needed; a call that outlives its ``budget`` plus :data:`GRACE_SECONDS` is killed
   too and raises :class:`OutOfTime`. A killed child takes no core and holds nothing: the parent
   process can always exit.
-* **A child that dies** (killed by the kernel, a crash) or answers with a frame over
-  :data:`MAX_REPLY_BYTES` raises :class:`WorkerFailed`; the child is discarded.
+* **A child that dies** (killed by the kernel, a crash), answers with a frame over
+  :data:`MAX_REPLY_BYTES` or with one the protocol does not know raises :class:`WorkerFailed`;
+  the child is discarded. So does a child that cannot be started (no descriptor, process or
+  thread left).
 * **Credentials** never reach a child: it inherits only the locale, paths and ``PYTHON*``
   variables of the environment (:data:`_ENV`), no token or DSN.
 * **The parent dying** ends its children: each asks the kernel for ``SIGKILL`` when its parent
@@ -96,6 +98,17 @@ def _spawner() -> ThreadPoolExecutor:
         return _SPAWNER
 
 
+def _popen(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", _CHILD_MODULE, str(os.getpid())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # what a child logs comes back in frames (worker_child)
+        env=env,
+        close_fds=True,
+    )
+
+
 def write_frame(stream: IO[bytes], value: object) -> None:
     """One length-prefixed pickle, flushed."""
     payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
@@ -143,19 +156,10 @@ class _Worker:
         root = str(Path(sys.modules["plugin"].__file__ or ".").parent.parent)
         env = {k: v for k, v in os.environ.items() if k in _ENV or k.startswith("PYTHON")}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        proc = (
-            _spawner()
-            .submit(
-                subprocess.Popen,
-                [sys.executable, "-m", _CHILD_MODULE, str(os.getpid())],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,  # what a child logs comes back in frames (worker_child)
-                env=env,
-                close_fds=True,
-            )
-            .result()
-        )
+        try:
+            proc = _spawner().submit(_popen, env).result()
+        except (OSError, RuntimeError) as exc:  # no descriptor, process or thread left
+            raise WorkerFailed("the child could not be started") from exc
         worker = cls(proc)
         _LIVE.add(worker)
         timer = threading.Timer(START_SECONDS, worker.kill)

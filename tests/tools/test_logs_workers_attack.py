@@ -280,3 +280,38 @@ async def test_a_query_cancelled_at_any_moment_leaves_the_pool_whole(tmp_path: P
         assert await _until(lambda: all(_gone(pid) for pid in seen - alive), 5.0)
     finally:
         await source.aclose()
+
+
+_NO_DESCRIPTORS = """
+import asyncio, os, resource, sys
+from pathlib import Path
+from plugin.tools.errors import LogSourceError
+from plugin.tools.logs import JsonlLogSource
+from tests.tools.test_logs import _at, _input
+
+async def main() -> None:
+    source = JsonlLogSource(Path(sys.argv[1]), process_bytes=0)
+    await asyncio.to_thread(print, end="")  # the loop's executor thread exists
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 1, hard))
+    try:
+        await source.search(_input(_at(10), _at(12)))
+    except LogSourceError as exc:
+        print(exc.code.value)
+
+asyncio.run(main())
+"""
+
+
+async def test_a_child_that_cannot_be_started_is_unavailable_not_raw(tmp_path: Path) -> None:
+    """No descriptor left for the pipes (``EMFILE``; ``EAGAIN`` at the process limit): the
+    query is ``UNAVAILABLE``, as a thread scan that cannot open a file is, never a raw
+    ``OSError`` (the harness's ``INTERNAL``). Run in its own process: the limit is global."""
+    _mixed_history(tmp_path)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _NO_DESCRIPTORS, str(tmp_path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        cwd=Path(__file__).parents[2],
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert out.decode().split() == ["UNAVAILABLE"], err.decode()[-2000:]
