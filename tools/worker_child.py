@@ -2,14 +2,19 @@
 
 Reads length-prefixed pickled requests on standard input, runs each in this process and writes
 the reply on the descriptor that was standard output; standard output itself then points at
-standard error, so a stray ``print`` can never corrupt a frame. Ends at the end of its input,
-and (Linux) is killed by the kernel when the parent that started it exits.
+standard error (the parent gives it none: nothing a child prints reaches the operator's log
+raw), so a stray ``print`` can never corrupt a frame. What the work logs (a skipped hard-linked
+file) is sent before the reply as ``("log", logger, level, message)`` frames — at most
+:data:`MAX_LOG_RECORDS` a request, each message cut to :data:`MAX_LOG_CHARS` — and the parent
+logs it in its own format. Ends at the end of its input, and (Linux) is killed by the kernel
+when the parent that started it exits.
 """
 
 from __future__ import annotations
 
 import ctypes
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -20,10 +25,38 @@ from plugin.tools.errors import OutOfTime, Stopped
 from plugin.tools.threads import Stop
 from plugin.tools.workers import read_frame, write_frame
 
-__all__ = ["main", "resolve"]
+__all__ = ["MAX_LOG_CHARS", "MAX_LOG_RECORDS", "main", "resolve", "serve"]
 
 _PR_SET_PDEATHSIG = 1
 _PREFIX = "plugin.tools."
+MAX_LOG_RECORDS = 32  # log records a request sends back, at most (the rest are counted)
+MAX_LOG_CHARS = 1_000  # of one record's message
+
+
+class _Records(logging.Handler):
+    """The log records of the request being answered, bounded (see module docs)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.kept: list[tuple[str, int, str]] = []
+        self.dropped = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.kept) >= MAX_LOG_RECORDS:
+            self.dropped += 1
+            return
+        try:
+            message = record.getMessage()[:MAX_LOG_CHARS]
+        except Exception:  # a bad format string: the record is not worth a crash
+            message = str(record.msg)[:MAX_LOG_CHARS]
+        self.kept.append((record.name, record.levelno, message))
+
+    def drain(self) -> list[tuple[str, int, str]]:
+        kept, dropped = self.kept, self.dropped
+        self.kept, self.dropped = [], 0
+        if dropped:
+            kept.append((__name__, logging.WARNING, f"{dropped} more log records not sent"))
+        return kept
 
 
 def resolve(target: str) -> Callable[..., object]:
@@ -60,14 +93,18 @@ def _answer(request: object) -> object:
         return ("failed", type(exc).__name__)
 
 
-def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
-    """Answer requests until the end of the input."""
+def serve(requests: IO[bytes], replies: IO[bytes], records: _Records | None = None) -> None:
+    """Answer requests until the end of the input; ``records`` (the handler on the root
+    logger) are sent before each reply."""
     while True:
         try:
             request = read_frame(requests)
         except EOFError:
             return
-        write_frame(replies, _answer(request))
+        reply = _answer(request)
+        for name, level, message in records.drain() if records is not None else ():
+            write_frame(replies, ("log", name, level, message))
+        write_frame(replies, reply)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -77,11 +114,13 @@ def main(argv: list[str] | None = None) -> None:
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C reaches both
+    records = _Records()
+    logging.basicConfig(level=logging.WARNING, handlers=[records], force=True)
     import plugin.tools.logs.jsonl  # noqa: F401 - the usual target, imported before "ready"
 
     write_frame(replies, ("ready", os.getpid()))
     try:
-        serve(sys.stdin.buffer, replies)
+        serve(sys.stdin.buffer, replies, records)
     except BrokenPipeError:  # the parent is gone
         pass
 

@@ -11,8 +11,10 @@ Protocol (both directions): a 4-byte big-endian length, then a pickle. The child
 ``("ready", pid)`` once it has imported what it needs; each request is ``(target, budget,
 args)`` — ``target`` a ``"module:function"`` inside ``plugin.tools``, called as
 ``function(Stop(budget), *args)`` — and each reply is ``("ok", value)``, ``("out_of_time",)``
-or ``("failed", type name)``. Only the parent writes requests; the child imports nothing
-outside ``plugin.tools``.
+or ``("failed", type name)``, after a ``("log", logger, level, message)`` frame for each
+record the work logged (logged here, in this process's format: a child's standard error goes
+nowhere, so nothing it writes reaches the operator's log raw). Only the parent writes
+requests; the child imports nothing outside ``plugin.tools``.
 
 Bounds and faults:
 
@@ -21,12 +23,16 @@ Bounds and faults:
   it is next needed; a call that outlives its ``budget`` plus :data:`GRACE_SECONDS` is killed
   too and raises :class:`OutOfTime`. A killed child takes no core and holds nothing: the parent
   process can always exit.
-* **A child that dies** (killed by the kernel, a crash) or answers with a frame over
-  :data:`MAX_REPLY_BYTES` raises :class:`WorkerFailed`; the child is discarded.
+* **A child that dies** (killed by the kernel, a crash), answers with a frame over
+  :data:`MAX_REPLY_BYTES` or with one the protocol does not know raises :class:`WorkerFailed`;
+  the child is discarded. So does a child that cannot be started (no descriptor, process or
+  thread left).
 * **Credentials** never reach a child: it inherits only the locale, paths and ``PYTHON*``
   variables of the environment (:data:`_ENV`), no token or DSN.
 * **The parent dying** ends its children: each asks the kernel for ``SIGKILL`` when its parent
-  exits (``PR_SET_PDEATHSIG``) and ends at the end of its input. :meth:`WorkerPool.close` (and,
+  exits (``PR_SET_PDEATHSIG``, which follows the forking *thread*: every child is started from
+  one thread that lives as long as the process, never from an event loop's executor, whose
+  threads end with their loop) and ends at the end of its input. :meth:`WorkerPool.close` (and,
   for pools never closed, interpreter exit) kills what is left.
 """
 
@@ -41,8 +47,10 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any, Concatenate, ParamSpec, TypeVar
 
@@ -68,12 +76,37 @@ GRACE_SECONDS = 2.0  # past its own budget, a call is killed
 START_SECONDS = 60.0  # a child that is not ready by then is killed (a machine under load)
 MAX_REPLY_BYTES = 256 * 1024 * 1024  # a frame longer than this is not read
 _HEADER = struct.Struct(">I")
+_LOG_CHARS = 1_000  # of a message a child logged (its own bound, kept here too)
 _CHILD_MODULE = "plugin.tools.worker_child"
 # What a child inherits of the environment (and PYTHON*): no credential reaches it, since it
 # reads files and computes, and nothing it needs is configured through the environment.
 _ENV = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "VIRTUAL_ENV"})
 # Every child of every pool, for the exit hook (a pool that was never closed).
 _LIVE: weakref.WeakSet[_Worker] = weakref.WeakSet()
+_SPAWNER: ThreadPoolExecutor | None = None
+_SPAWN_LOCK = threading.Lock()
+
+
+def _spawner() -> ThreadPoolExecutor:
+    """The one thread every child is started from, alive as long as this process: the kernel's
+    parent-death signal follows the *thread* that forked (an event loop's executor thread ends
+    with its loop, and killed every child it had started)."""
+    global _SPAWNER
+    with _SPAWN_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="evidence-worker-spawn")
+        return _SPAWNER
+
+
+def _popen(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", _CHILD_MODULE, str(os.getpid())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # what a child logs comes back in frames (worker_child)
+        env=env,
+        close_fds=True,
+    )
 
 
 def write_frame(stream: IO[bytes], value: object) -> None:
@@ -123,13 +156,10 @@ class _Worker:
         root = str(Path(sys.modules["plugin"].__file__ or ".").parent.parent)
         env = {k: v for k, v in os.environ.items() if k in _ENV or k.startswith("PYTHON")}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", _CHILD_MODULE, str(os.getpid())],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            close_fds=True,
-        )
+        try:
+            proc = _spawner().submit(_popen, env).result()
+        except (OSError, RuntimeError) as exc:  # no descriptor, process or thread left
+            raise WorkerFailed("the child could not be started") from exc
         worker = cls(proc)
         _LIVE.add(worker)
         timer = threading.Timer(START_SECONDS, worker.kill)
@@ -156,13 +186,19 @@ class _Worker:
         assert self.proc.stdin is not None
         try:
             write_frame(self.proc.stdin, request)
-            return self._read()
-        except (EOFError, OSError, pickle.UnpicklingError, AttributeError, ValueError) as exc:
-            self.kill()
-            raise WorkerFailed("the child ended without an answer") from exc
+            reply = self._read()
+            while _logged(reply):  # what the work logged, before its answer
+                reply = self._read()
         except WorkerFailed:
             self.kill()
             raise
+        except Exception as exc:  # a dead child, or bytes no pickle of ours (garbage, a forgery)
+            self.kill()
+            raise WorkerFailed("the child ended without an answer") from exc
+        if not _known(reply):  # out of step with its pipe: its next answer would be stale
+            self.kill()
+            raise WorkerFailed("an answer of an unknown shape")
+        return reply
 
     def kill(self) -> None:
         """End the child now (any thread); idempotent."""
@@ -193,6 +229,16 @@ class _Claim:
         self.worker: _Worker | None = None
 
 
+class _Held:
+    """What one call holds: a slot of the pool, then a child."""
+
+    __slots__ = ("slot", "worker")
+
+    def __init__(self) -> None:
+        self.slot: asyncio.BoundedSemaphore | None = None
+        self.worker: _Worker | None = None
+
+
 class WorkerPool:
     """At most ``size`` child processes, started when first needed (see module docs)."""
 
@@ -202,7 +248,8 @@ class WorkerPool:
         self.size = size
         self._idle: list[_Worker] = []
         self._children: weakref.WeakSet[_Worker] = weakref.WeakSet()
-        self._slots = asyncio.BoundedSemaphore(size)  # bound to the loop that first waits on it
+        self._slots = asyncio.BoundedSemaphore(size)  # of the loop in _slots_loop (see _here)
+        self._slots_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._lock = threading.Lock()
         self.started = 0  # children started over the pool's life (operators, tests)
         # A pool dropped without close() (a host app that never closes its source): its idle
@@ -218,15 +265,18 @@ class WorkerPool:
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T:
-        """``fn(Stop(budget), *args)`` in a child; cancelling the await kills that child."""
+        """``fn(Stop(budget), *args)`` in a child; cancelling the await kills that child. The
+        budget counts from this call: waiting for a free child and starting one spend it (the
+        child is given what is left), and past it plus :data:`GRACE_SECONDS` the call is
+        killed."""
         if kwargs:
             raise TypeError("worker calls take positional arguments only")
-        request = (target_name(fn), budget, args)
-        await self._slots.acquire()
-        held: list[_Worker] = []  # the child this call took, once it has one
-        limit = None if budget is None else budget + GRACE_SECONDS  # a slow start counts too
+        target = target_name(fn)
+        until = None if budget is None else time.monotonic() + budget
+        held = _Held()
+        limit = None if budget is None else budget + GRACE_SECONDS
         try:
-            reply = await asyncio.wait_for(self._exchange(request, held), limit)
+            reply = await asyncio.wait_for(self._exchange(target, until, args, held), limit)
         except TimeoutError:
             await self._kill(held)
             raise OutOfTime from None
@@ -234,22 +284,39 @@ class WorkerPool:
             await self._kill(held)
             raise
         finally:
-            self._give_back(held[0] if held else None)
-            self._slots.release()
+            self._give_back(held.worker)  # before the slot: its next holder finds this child
+            if held.slot is not None:
+                held.slot.release()
         return self._unpack(reply)  # type: ignore[return-value]
 
-    async def _exchange(self, request: object, held: list[_Worker]) -> object:
-        worker = await self._take()
-        held.append(worker)
+    async def _exchange(
+        self, target: str, until: float | None, args: tuple[object, ...], held: _Held
+    ) -> object:
+        slots = self._here()
+        await slots.acquire()
+        held.slot = slots
+        held.worker = worker = await self._take()
+        left = None if until is None else until - time.monotonic()
         self.busy += 1
         try:
-            return await asyncio.to_thread(worker.exchange, request)
+            return await asyncio.to_thread(worker.exchange, (target, left, args))
         finally:
             self.busy -= 1
 
+    def _here(self) -> asyncio.BoundedSemaphore:
+        """The slots of the running loop: a pool used from a later loop (a second
+        ``asyncio.run``) gets fresh ones, an asyncio primitive being bound to one loop."""
+        loop = asyncio.get_running_loop()
+        if self._slots_loop is None or self._slots_loop() is not loop:
+            if self._slots_loop is not None:
+                self._slots = asyncio.BoundedSemaphore(self.size)
+            self._slots_loop = weakref.ref(loop)
+        return self._slots
+
     @staticmethod
-    async def _kill(held: list[_Worker]) -> None:
-        for worker in held:
+    async def _kill(held: _Held) -> None:
+        worker = held.worker
+        if worker is not None:
             worker.dead = True  # never given back, even if this await is cancelled again
             await asyncio.shield(asyncio.to_thread(worker.kill))
 
@@ -263,11 +330,16 @@ class WorkerPool:
         self._give_back(await self._take())
 
     async def _take(self) -> _Worker:
-        with self._lock:
-            while self._idle:
-                worker = self._idle.pop()
-                if not worker.dead and worker.proc.poll() is None:
-                    return worker
+        while True:
+            with self._lock:
+                worker = self._idle.pop() if self._idle else None
+            if worker is None:
+                break
+            ended = worker.proc.poll() is not None
+            if not (worker.dead or ended):
+                return worker
+            if ended:  # died while idle, reaped just now: closing its pipes cannot block
+                worker.kill()
         claim = _Claim()
         try:
             worker = await asyncio.to_thread(self._start, claim)
@@ -317,8 +389,28 @@ class WorkerPool:
         with self._lock:
             idle = list(self._idle)
             self._idle.clear()
-        for worker in idle:
-            await asyncio.to_thread(worker.kill)
+        # Shielded: a close cut short still ends every child it took out of the pool.
+        await asyncio.shield(asyncio.to_thread(_kill_each, idle))
+
+
+def _logged(frame: object) -> bool:
+    """Log a child's ``("log", logger, level, message)`` frame here (its logger inside
+    ``plugin.``, its level and message as sent); whether ``frame`` was one."""
+    match frame:
+        case ("log", str(name), int(level), str(message)):
+            if not name.startswith("plugin."):
+                name = __name__
+            logging.getLogger(name).log(level, "%s", message[:_LOG_CHARS])
+            return True
+    return False
+
+
+def _known(reply: object) -> bool:
+    """Whether ``reply`` has one of the protocol's shapes (see module docs)."""
+    match reply:
+        case ("ok", _) | ("out_of_time",) | ("failed", str()):
+            return True
+    return False
 
 
 def _kill_each(workers: list[_Worker]) -> None:

@@ -15,7 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plugin.tools.logs.jsonl import CHUNK_BYTES, range_blocks, scan_window
-from plugin.tools.logs.parts import Part, merge_parts, plan_parts, scan_parts, window_files
+from plugin.tools.logs.parts import (
+    Part,
+    merge_packed,
+    merge_parts,
+    plan_parts,
+    scan_packed,
+    scan_parts,
+    window_files,
+)
 from plugin.tools.logs.source import MAX_LINE_BYTES
 from plugin.tools.schemas import LogLevel
 from plugin.tools.threads import NEVER
@@ -111,3 +119,16 @@ def test_an_empty_hour_file_counts_as_opened_in_parts(tmp_path: Path) -> None:
         ]
         assert merge_parts(NEVER, q, partials, 5.0) == whole
     assert "payment-api/2026-11-28/11.jsonl" in whole.files
+
+
+def test_parts_cross_the_parent_packed_and_merge_to_the_single_scan(tmp_path: Path) -> None:
+    """What a part's child sends back is bytes the parent passes on unread (unpickling a
+    tally of 20k keys held the parent's GIL, so its event loop, for ~100 ms; re-pickling it
+    for the merge as long again): the merge of the packed parts is still the single scan."""
+    _history(tmp_path)
+    q = _input(_at(10), _at(13), limit=7)
+    packed = [
+        scan_packed(NEVER, tmp_path, q, part) for part in plan_parts(window_files(tmp_path, q), 3)
+    ]
+    assert len(packed) == 3 and all(isinstance(part, bytes) for part in packed)
+    assert merge_packed(NEVER, q, packed, 5.0) == scan_window(NEVER, tmp_path, q, 5.0)

@@ -23,7 +23,7 @@ from plugin.tools.logs.jsonl import (
     Scanned,
     scan_window,
 )
-from plugin.tools.logs.parts import Part, merge_parts, plan_parts, scan_parts, window_files
+from plugin.tools.logs.parts import Part, merge_packed, plan_parts, scan_packed, window_files
 from plugin.tools.logs.probe import probe_folder
 from plugin.tools.logs.source import MASK_SECONDS, LogPage, LogSourceError
 from plugin.tools.schemas import SERVICE_NAME, LogsInput
@@ -88,7 +88,7 @@ class JsonlLogSource:
         parts = plan_parts(files, min(self.workers.size, max(1, total // self.part_bytes)))
         if len(parts) <= 1:
             return await self.workers.call(
-                scan_window, self.scan_seconds, self.folder, q, self.mask_seconds
+                scan_window, budget.left(), self.folder, q, self.mask_seconds
             )
         return await self._in_parts(q, parts, budget)
 
@@ -97,15 +97,15 @@ class JsonlLogSource:
             async with asyncio.TaskGroup() as group:
                 calls = [
                     group.create_task(
-                        self.workers.call(scan_parts, self.scan_seconds, self.folder, q, part)
+                        self.workers.call(scan_packed, budget.left(), self.folder, q, part)
                     )
                     for part in parts
                 ]
         except BaseExceptionGroup as failed:  # the first failure; the other parts were cancelled
             raise failed.exceptions[0] from None
-        partials = [call.result() for call in calls]
+        packed = [call.result() for call in calls]  # never unpickled here (see scan_packed)
         left = max(budget.left(), 0.0)
-        return await self.workers.call(merge_parts, left, q, partials, self.mask_seconds)
+        return await self.workers.call(merge_packed, left, q, packed, self.mask_seconds)
 
     async def aclose(self) -> None:
         """The child processes (if any were started) end; nothing else is held open."""

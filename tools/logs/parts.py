@@ -4,10 +4,11 @@ A window's hour files, in the order a scan reads them (newest hour first), are c
 ``n`` contiguous parts of about equal bytes (:func:`plan_parts`); a cut inside a file is a byte
 offset, and :func:`~plugin.tools.logs.jsonl.range_blocks` gives each line to the part in which
 it starts. Each part is scanned in its own child (:func:`scan_parts`: the tally, the newest
-``limit`` matches and the read counters), and one child merges them (:func:`merge_parts`) and
-masks the patterns. The merged page is the one a single scan gives — counts, buckets, first and
-last instants, the newest matches with ties in the order read, the patterns — because every
-part's newest matches hold the global newest among its lines and parts merge in read order.
+``limit`` matches and the read counters; sent back pickled, :func:`scan_packed`, and passed on
+by the parent unread), and one child merges them (:func:`merge_parts`) and masks the
+patterns. The merged page is the one a single scan gives — counts, buckets, first and last
+instants, the newest matches with ties in the order read, the patterns — because every part's
+newest matches hold the global newest among its lines and parts merge in read order.
 One difference, only when a part alone sees more than ``MAX_KEYS`` distinct messages (the
 summary is then ``exact: false`` either way): a message first seen in an earlier part and
 crowded out of a later part's table is undercounted.
@@ -16,6 +17,7 @@ crowded out of a later part's table is undercounted.
 from __future__ import annotations
 
 import os
+import pickle
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +31,16 @@ from plugin.tools.logs.summary import Grid, Tally
 from plugin.tools.schemas import LogsInput
 from plugin.tools.threads import Stop
 
-__all__ = ["Part", "Partial", "merge_parts", "plan_parts", "scan_parts", "window_files"]
+__all__ = [
+    "Part",
+    "Partial",
+    "merge_packed",
+    "merge_parts",
+    "plan_parts",
+    "scan_packed",
+    "scan_parts",
+    "window_files",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +67,10 @@ class Partial:
 
 def window_files(folder: Path, q: LogsInput) -> list[tuple[str, int]]:
     """The window's hour files that exist as regular files (links not followed), in read
-    order, with their sizes."""
+    order, with their sizes; none for ``.`` and ``..``, which the whole scan refuses (``..``
+    would name files beside the folder, ``.`` the folder's own date folders)."""
+    if q.service in {".", ".."}:
+        return []
     found = []
     for hour in _hours(q.start, q.end):
         rel = f"{q.service}/{hour:%Y-%m-%d}/{hour:%H}.jsonl"
@@ -107,6 +121,20 @@ def scan_parts(stop: Stop, folder: Path, q: LogsInput, parts: list[Part]) -> Par
     scan.newest._compact()
     files = tuple(dict.fromkeys(scan.files))
     return Partial(scan.tally, scan.newest.rows, files, scan.lines, scan.malformed, code, reason)
+
+
+def scan_packed(stop: Stop, folder: Path, q: LogsInput, parts: list[Part]) -> bytes:
+    """:func:`scan_parts`, pickled where it ran: the parent hands the bytes to the merge
+    unread, since unpickling (and pickling again) a tally of tens of thousands of keys holds the
+    parent's GIL for 100 ms and more (the log lines choose how many keys there are)."""
+    return pickle.dumps(scan_parts(stop, folder, q, parts), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def merge_packed(stop: Stop, q: LogsInput, packed: list[bytes], mask_seconds: float) -> Scanned:
+    """:func:`merge_parts` of the :func:`scan_packed` results (in a child process: these bytes
+    come from this module's own children, never from outside)."""
+    partials = [pickle.loads(part) for part in packed]
+    return merge_parts(stop, q, partials, mask_seconds)
 
 
 def merge_parts(stop: Stop, q: LogsInput, partials: list[Partial], mask_seconds: float) -> Scanned:
