@@ -365,11 +365,18 @@ class WorkerPool:
         return worker
 
     def _give_back(self, worker: _Worker | None) -> None:
-        """An idle child back to the pool (a dead one is dropped)."""
+        """An idle child back to the pool (a dead one is dropped; one beyond the pool's size —
+        started for callers that gave up while others started theirs — is killed, in a
+        thread so the caller never waits for it)."""
         if worker is None or worker.dead:
             return
         with self._lock:
-            self._idle.append(worker)
+            live = sum(1 for w in self._children if not w.dead)
+            if live <= self.size:
+                self._idle.append(worker)
+                return
+            worker.dead = True
+        threading.Thread(target=worker.kill, name="diag-worker-kill", daemon=True).start()
 
     @staticmethod
     def _unpack(reply: object) -> object:
