@@ -107,10 +107,12 @@ async def warm_up(harness: Harness) -> None:
     freeze what the start built (``gc.freeze``: the ~400,000 objects of the modules are never
     walked by a collection again). Without the freeze, the first full collection walked them
     all DURING a run, whenever the allocation counts happened to trigger it: 180 ms of loop
-    stall in the first run measured in ``bench.runstart`` (issue 23)."""
+    stall in the first run measured in ``bench.runstart`` (issue 23). A full collection comes
+    first, so what is garbage by then is freed, never frozen for good."""
     await asyncio.to_thread(prime_framework)
     for adapter in harness.adapters.values():
         warm = getattr(adapter, "warm", None)
         if warm is not None:
             await warm()
+    gc.collect()
     gc.freeze()

@@ -95,10 +95,13 @@ class ScriptedModelServer(LoopbackServer):
     steps: Sequence[ModelStep]
     model: str = "scripted-model"
     requests: list[dict[str, Any]] = field(default_factory=list)
+    keep_requests: bool = True
+    """False: count the requests but keep no body (a long test's own memory is not a leak)."""
     unexpected: int = 0
     aborted: int = 0
     """Requests whose client went away before the answer (an aborted in-flight round)."""
     _arrived: asyncio.Condition = field(default_factory=asyncio.Condition)
+    _count: int = 0
     _runner: web.AppRunner | None = None
     _port: int = 0
     # Handlers see the client go away, so an aborted in-flight round is counted.
@@ -110,7 +113,7 @@ class ScriptedModelServer(LoopbackServer):
 
     @property
     def request_count(self) -> int:
-        return len(self.requests)
+        return self._count
 
     def build_app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -120,7 +123,7 @@ class ScriptedModelServer(LoopbackServer):
     async def wait_for_requests(self, count: int) -> None:
         """Return once ``count`` requests have arrived (for tests that act mid-run)."""
         async with self._arrived:
-            await self._arrived.wait_for(lambda: len(self.requests) >= count)
+            await self._arrived.wait_for(lambda: self._count >= count)
 
     def assert_complete(self) -> None:
         """Every step was used and nothing beyond the script was asked.
@@ -129,13 +132,15 @@ class ScriptedModelServer(LoopbackServer):
         """
         if self.unexpected:
             raise UnexpectedModelCall(self.unexpected)
-        if len(self.requests) != len(self.steps):
-            raise UnconsumedModelSteps(len(self.steps), len(self.requests))
+        if self._count != len(self.steps):
+            raise UnconsumedModelSteps(len(self.steps), self._count)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        index = len(self.requests)
-        self.requests.append(body)
+        index = self._count
+        self._count += 1
+        if self.keep_requests:
+            self.requests.append(body)
         async with self._arrived:
             self._arrived.notify_all()
         if index >= len(self.steps):

@@ -6,6 +6,7 @@ import gc
 import os
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 from plugin.commands.startup import imports_without_gc
@@ -48,3 +49,21 @@ def test_the_command_line_runs_with_the_collector_on(tmp_path: Path) -> None:
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     assert done.stderr.strip().splitlines()[-1] == "True True"
+
+
+def test_garbage_from_before_the_block_is_freed_not_frozen() -> None:
+    """A process that runs commands in-process again and again must not freeze its garbage."""
+
+    class Node:
+        pass
+
+    cycle = Node()
+    cycle.me = cycle  # type: ignore[attr-defined]
+    gone = weakref.ref(cycle)
+    del cycle
+    try:
+        with imports_without_gc():
+            pass
+        assert gone() is None
+    finally:
+        gc.unfreeze()
