@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import chain
@@ -36,7 +37,9 @@ from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import IO, cast
 
+import msgspec
 import orjson
+from msgspec.structs import astuple
 
 from plugin.log import failure_reason
 from plugin.tools.base import AdapterErrorCode
@@ -190,6 +193,13 @@ def _line_batches(blocks: Iterable[bytes]) -> Iterator[list[bytes | None]]:
     carry, overlong = b"", False
     for block in blocks:
         parts = block.split(b"\n")
+        if not overlong and len(parts) > 1 and max(map(len, parts)) <= MAX_LINE_BYTES:
+            head = carry + parts[0]  # the common block: no line too long, built in C
+            if len(head) <= MAX_LINE_BYTES:
+                parts[0] = head
+                carry = parts.pop()
+                yield cast(list[bytes | None], parts)
+                continue
         batch: list[bytes | None] = []
         for i, part in enumerate(parts[:-1]):
             if i == 0:
@@ -256,6 +266,48 @@ _TZINFO = attrgetter("tzinfo")
 _TS = itemgetter(0)
 
 
+class _Line(msgspec.Struct, frozen=True, gc=False):
+    """The four fields a scan reads; every other attribute of a line is skipped unbuilt."""
+
+    ts: str
+    service: str
+    level: str
+    message: str
+
+
+_LINE = msgspec.json.Decoder(_Line)
+Columns = tuple[Sequence[str], Sequence[str], Sequence[str], Sequence[str]]
+
+
+def _typed_columns(lines: list[bytes]) -> Columns | None:
+    """The four fields of every line decoded by msgspec into :class:`_Line` (2-3x faster than
+    building each line's whole object), or ``None`` where that would not be ``json.loads``'s
+    reading: msgspec checks neither the UTF-8 nor the integers of the attributes it skips,
+    so a batch is taken only when it is valid UTF-8 and no line is long enough to hold an
+    integer ``int()`` refuses (``sys.get_int_max_str_digits``). Raises ``ValueError`` when a
+    line is not a JSON object with those four string fields, ``RecursionError`` when one nests
+    deeper than the interpreter allows, as ``json.loads`` does (msgspec refuses a subset of what
+    ``json.loads`` accepts: the caller reads the batch line by line)."""
+    digits = sys.get_int_max_str_digits()
+    if digits and max(map(len, lines)) > digits:
+        return None
+    joined = b"\n".join(lines)
+    if not joined.isascii():
+        try:
+            joined.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return cast(Columns, tuple(zip(*map(astuple, map(_LINE.decode, lines)), strict=True)))
+
+
+def _orjson_columns(lines: list[bytes]) -> Columns | None:
+    """The four fields of every line read with orjson, or ``None`` when one is not a string."""
+    columns = cast(Columns, tuple(zip(*map(_FIELDS, map(orjson.loads, lines)), strict=True)))
+    if set(map(type, chain(*columns[1:]))) != {str}:
+        return None
+    return columns
+
+
 def _fast_batch(batch: list[bytes | None], match: Match, scan: _Scan) -> bool:
     """Scan a batch of regular lines with C loops (``map``, ``zip``, ``sorted``) instead of
     one Python step per line; ``False``, with nothing recorded, when any line is irregular
@@ -272,13 +324,12 @@ def _fast_batch(batch: list[bytes | None], match: Match, scan: _Scan) -> bool:
     if not lines:
         return True
     try:
-        ts_texts, services, levels, messages = zip(
-            *map(_FIELDS, map(orjson.loads, lines)), strict=True
-        )
+        columns = _typed_columns(lines) or _orjson_columns(lines)
+        if columns is None:
+            return False
+        ts_texts, services, levels, messages = columns
         times = list(map(datetime.fromisoformat, ts_texts))
-    except (ValueError, KeyError, TypeError):
-        return False
-    if set(map(type, chain(services, levels, messages))) != {str}:
+    except (ValueError, KeyError, TypeError, RecursionError):
         return False
     if set(map(_TZINFO, times)) != {UTC} or set(services) != {match.service}:
         return False
