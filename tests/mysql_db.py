@@ -34,13 +34,17 @@ def run_name(base: str) -> str:
     return f"{base}_{RUN}"
 
 
-MARIADB = [pytest.mark.solo, pytest.mark.xdist_group("mariadb")]
+MARIADB = [pytest.mark.xdist_group("mariadb")]
 """The marks of every test module that touches the shared MariaDB server (``pytestmark =
-MARIADB``; tests using ``mysql_ro_dsn`` get them from the root conftest too). They run one after
-another, in ``scripts/test``'s serial phase (``-m solo``): some change server-wide state for a
-moment (a grant to PUBLIC, SET GLOBAL), all share this run's ``diag_test_<RUN>``, and several
-time the server's own kill checks, which a busy CPU would blur. Under a plain ``pytest -n N``
-the xdist group still keeps them on one worker."""
+MARIADB``; tests using ``mysql_ro_dsn`` get them from the root conftest too): one xdist group,
+so they run one after another on one worker of the parallel phase — they share this run's
+``diag_test_<RUN>`` and its audit tables (a test holds ``LOCK TABLES`` on one)."""
+
+MARIADB_SOLO = [pytest.mark.solo, *MARIADB]
+"""The marks of the MariaDB modules that run in ``scripts/test``'s serial phase instead
+(``-m solo``, after the parallel one): those that change server-wide state for a moment (a
+grant to PUBLIC, SET GLOBAL) and those that time the server's own kill checks or a sink's
+bounds to within a second, which a busy CPU would blur."""
 
 TEST_DATABASE = run_name("diag_test")
 TEST_RO_USER = run_name("diag_test_ro")

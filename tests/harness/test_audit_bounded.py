@@ -51,11 +51,11 @@ from tests.harness.support import (
     settings_for,
     tool_step,
 )
-from tests.mysql_db import MARIADB, run_name
+from tests.mysql_db import MARIADB_SOLO, run_name
 from tests.reliability.support import ConversationModelServer
 from tests.reliability.support import settings as reliability_settings
 
-pytestmark = MARIADB
+pytestmark = MARIADB_SOLO
 
 TIMEOUT = 3.0  # DIAG_AUDIT_TIMEOUT_SECONDS in these tests
 ANSWER_BOUND = 1.5  # a run with one scripted model round, whatever the sink does

@@ -39,9 +39,9 @@ def test_every_module_that_touches_mariadb_is_in_its_xdist_group() -> None:
         str(p.relative_to(TESTS))
         for p in _test_modules()
         if TOUCHES_MARIADB.search(p.read_text(encoding="utf-8"))
-        and not re.search(r"^pytestmark = MARIADB$", p.read_text(encoding="utf-8"), re.M)
+        and not re.search(r"^pytestmark = MARIADB(_SOLO)?$", p.read_text(encoding="utf-8"), re.M)
     ]
-    assert missing == [], f"add `pytestmark = MARIADB` (tests.mysql_db) to {missing}"
+    assert missing == [], f"add `pytestmark = MARIADB` (or MARIADB_SOLO, tests.mysql_db): {missing}"
 
 
 def test_no_test_talks_to_the_machines_redis() -> None:

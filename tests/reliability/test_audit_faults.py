@@ -43,10 +43,10 @@ from tests.audit_support import (
 )
 from tests.conftest import StartServer
 from tests.harness.support import draft_json, final_step
-from tests.mysql_db import MARIADB, run_name
+from tests.mysql_db import MARIADB_SOLO, run_name
 from tests.slack.support import ADMIN, BOT_TOKEN, SIGNING_SECRET
 
-pytestmark = MARIADB
+pytestmark = MARIADB_SOLO
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 2.0  # DIAG_AUDIT_TIMEOUT_SECONDS of the processes

@@ -32,7 +32,7 @@ from plugin.tools.mysql import MysqlAdapter
 from plugin.wiring import build_adapters
 from tests.conftest import StartServer
 from tests.harness.support import adapters, call, draft_json, final_step, tool_step
-from tests.mysql_db import MARIADB
+from tests.mysql_db import MARIADB_SOLO
 from tests.reliability.support import (
     LOGS_WINDOW,
     QUERY,
@@ -47,7 +47,7 @@ from tests.reliability.support import (
 )
 from tests.tools.fake_loki import FakeLoki, start_fake_loki
 
-pytestmark = MARIADB
+pytestmark = MARIADB_SOLO
 
 SLOW_SQL = (
     "SELECT COUNT(*) FROM orders a, orders b, orders c, payments d "

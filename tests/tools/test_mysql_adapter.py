@@ -14,10 +14,10 @@ import pytest
 from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
 from plugin.tools.mysql import MASK, TRUNCATION_MARK, MysqlAdapter, parse_dsn
 from plugin.tools.schemas import MysqlInput, MysqlRow
-from tests.mysql_db import MARIADB, REPO, TEST_DATABASE, admin_dsn_for
+from tests.mysql_db import MARIADB_SOLO, REPO, TEST_DATABASE, admin_dsn_for
 from tests.tools.sql_corpus import BENIGN, HOSTILE
 
-pytestmark = MARIADB
+pytestmark = MARIADB_SOLO
 
 SEED_DIR = REPO / "examples" / "incident" / "mysql"
 ALL_TABLES = ("orders", "payments", "deployments", "db_pool_metrics", "api_credentials")

@@ -22,10 +22,10 @@ import pytest
 from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready
 from plugin.tools.mysql import MysqlAdapter, parse_dsn
 from plugin.tools.schemas import MysqlInput
-from tests.mysql_db import MARIADB, TEST_DATABASE, admin_dsn_for, run_name
+from tests.mysql_db import MARIADB_SOLO, TEST_DATABASE, admin_dsn_for, run_name
 from tests.tools.test_mysql_adapter import _checksums
 
-pytestmark = MARIADB
+pytestmark = MARIADB_SOLO
 
 OTHER_DATABASE = run_name("diag_test_other")
 RW_USER, RW_PASSWORD = run_name("diag_test_rw"), "diag-test-rw-Pw1"

@@ -23,9 +23,9 @@ import pytest
 from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready
 from plugin.tools.mysql import MysqlAdapter, parse_dsn
 from plugin.tools.schemas import MysqlInput
-from tests.mysql_db import MARIADB, admin_dsn_for
+from tests.mysql_db import MARIADB_SOLO, admin_dsn_for
 
-pytestmark = MARIADB
+pytestmark = MARIADB_SOLO
 
 SUFFIX = uuid.uuid4().hex[:8]
 DB = f"diag_t21_{SUFFIX}"
