@@ -9,7 +9,10 @@ moment: a grant to PUBLIC, SET GLOBAL).
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -82,3 +85,21 @@ def test_the_session_database_is_this_runs(mysql_ro_dsn: str) -> None:
     with connection, connection.cursor() as cur:
         cur.execute("SHOW DATABASES LIKE %s", (TEST_DATABASE,))
         assert cur.fetchall() == ((TEST_DATABASE,),)
+
+
+def test_xdist_groups_really_keep_their_tests_on_one_worker(tmp_path: Path) -> None:
+    """The MariaDB group only protects anything if the installed pytest and xdist honour it:
+    with pytest 9.2 and xdist 3.8, ``--dist loadgroup`` silently spread a group's tests."""
+    (tmp_path / "test_grouped.py").write_text(
+        "import pytest\n\npytestmark = pytest.mark.xdist_group('g')\n\n"
+        + "".join(f"def test_{n}():\n    pass\n\n" for n in range(8)),
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-n", "2",
+         "--dist", "loadgroup", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    workers = re.findall(r"\[(gw\d+)\] .*PASSED", done.stdout)
+    assert len(workers) == 8 and len(set(workers)) == 1, done.stdout
