@@ -10,10 +10,11 @@ audit record per run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,17 @@ async def _worker(env: dict[str, str], tmp_path: Path) -> ServeProcess:
     worker = await ServeProcess.start(env, tmp_path, command=["worker"])
     await worker.wait_for_log("ready: up to")
     return worker
+
+
+@contextlib.contextmanager
+def _logs_on_failure(*processes: ServeProcess) -> Iterator[None]:
+    """On an assertion failure inside, print each process's last log lines (pytest shows them)."""
+    try:
+        yield
+    except AssertionError:
+        for process in processes:
+            print(f"--- pid {process.process.pid}, last lines:", *process.lines[-80:], sep="\n")
+        raise
 
 
 def _thread(slack: RecordingSlackApi, ts: str) -> list[dict[str, Any]]:
@@ -256,7 +268,11 @@ async def test_a_queue_that_redis_lost_recovers_and_nothing_stays_queued(
                 "the running and the lost runs answered",
             )
             assert await post_signed(port, mention_body("EvLOST0009", later)) == 200
-            await _until(lambda: len(_answers(slack, later)) == 1, 20, "a new mention answered")
+            # 45 s, not 20: twice in full parallel runs (never alone, nor beside the other
+            # process-heavy modules under a CPU hog) the answer was not there after 20 s; the
+            # processes' logs are printed if it fails again, to tell a hang from slowness.
+            with _logs_on_failure(worker, front):
+                await _until(lambda: len(_answers(slack, later)) == 1, 45, "a new mention answered")
             await asyncio.sleep(CLAIM)
             await _stop(worker, front)
         finally:
