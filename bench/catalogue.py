@@ -10,13 +10,12 @@ columns from the local MariaDB (the demo's read-only account; skipped when unrea
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import Row, Sizes, median, percentile
+from bench.common import Row, Sizes, median, mysql_dsn, percentile
 from plugin.contract.prompts import prompt_set
 from plugin.harness.catalog import Catalogues
 from plugin.resources import BUNDLED_KNOWLEDGE
@@ -28,9 +27,6 @@ from plugin.tools.mysql import MysqlAdapter
 __all__ = ["run_catalogue"]
 
 SECTION = "4 tools: catalogues"
-_DSN = os.environ.get(
-    "BENCH_MYSQL_DSN", "mysql://diag_ro:diag_ro_demo@127.0.0.1:3306/diag_demo"
-)
 
 
 def _log_folders(root: Path, services: int) -> Path:
@@ -66,7 +62,7 @@ async def run_catalogue(sizes: Sizes) -> list[Row]:
                 BUNDLED_KNOWLEDGE, Path(tmp) / "cache", rescan_interval_seconds=0
             ),
             ToolName.QUERY_LOGS: LogsAdapter(JsonlLogSource(_log_folders(Path(tmp) / "logs", 100))),
-            ToolName.QUERY_MYSQL: MysqlAdapter(_DSN, (), connect_timeout_seconds=2.0),
+            ToolName.QUERY_MYSQL: MysqlAdapter(mysql_dsn(), (), connect_timeout_seconds=2.0),
         }
         try:
             refreshing = Catalogues(adapters, prompt_set(), refresh_seconds=0)

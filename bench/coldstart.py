@@ -10,9 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import REPO, Row, Sizes, judged, median
+from bench.common import REPO, Row, Sizes, judged, median, mysql_dsn
 from bench.fake_model import FakeModelProcess
-from bench.tools_mysql import DEFAULT_DSN
 
 __all__ = ["run_coldstart"]
 
@@ -49,7 +48,7 @@ def _env(base_url: str, tmp: Path) -> dict[str, str]:
         DIAG_MODEL="bench-model",
         DIAG_AUDIT_SINK=f"jsonl:{tmp / 'audit'}",
         DIAG_CACHE_DIR=str(tmp / "cache"),
-        DIAG_MYSQL_DSN=DEFAULT_DSN,
+        DIAG_MYSQL_DSN=mysql_dsn(),
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
     )
     return env

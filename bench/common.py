@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "DEMO_DSN",
     "REPO",
     "Row",
     "Sizes",
     "Status",
     "judged",
     "median",
+    "mysql_dsn",
     "peak_rss_kib",
     "percentile",
     "reset_peak_rss",
@@ -25,6 +27,13 @@ __all__ = [
 ]
 
 REPO = Path(__file__).resolve().parent.parent
+DEMO_DSN = "mysql://diag_ro:diag_ro_demo@127.0.0.1:3306/diag_demo"
+
+
+def mysql_dsn() -> str:
+    """The business database the bench reads: ``BENCH_MYSQL_DSN``, read when a section runs
+    (a test points it at its own run's database), else the demo's (``scripts/mysql_up``)."""
+    return os.environ.get("BENCH_MYSQL_DSN", DEMO_DSN)
 
 
 class Status(StrEnum):

@@ -3,7 +3,6 @@ guard's own cost (typed pass included), and the memory of one call on a hostile 
 
 from __future__ import annotations
 
-import os
 import resource
 import time
 import tracemalloc
@@ -11,19 +10,16 @@ from typing import Any
 
 import aiomysql
 
-from bench.common import Row, Sizes, judged, median, percentile
+from bench.common import Row, Sizes, judged, median, mysql_dsn, percentile
 from plugin.tools.base import AdapterCall, Ready
 from plugin.tools.mysql import MysqlAdapter, parse_dsn
 from plugin.tools.schemas import MysqlInput
 from plugin.tools.sql.bounds import Schema, column_shape
 from plugin.tools.sql.guard import Prepared, prepare_sql
 
-__all__ = ["DEFAULT_DSN", "run_mysql"]
+__all__ = ["run_mysql"]
 
 SECTION = "4 tools: query_mysql"
-DEFAULT_DSN = os.environ.get(
-    "BENCH_MYSQL_DSN", "mysql://diag_ro:diag_ro_demo@127.0.0.1:3306/diag_demo"
-)
 SQL = (
     "SELECT status, COUNT(*) AS n, SUM(amount_cents) AS cents FROM orders "
     "WHERE created_at >= '2026-11-28 10:00:00' AND created_at < '2026-11-28 11:00:00' "
@@ -104,7 +100,8 @@ async def _hostile_memory(dsn: str, calls: int) -> tuple[float, float, bool]:
     return peak / 2**20, (rss_after - rss_before) / 1024, cut
 
 
-async def run_mysql(sizes: Sizes, dsn: str = DEFAULT_DSN) -> list[Row]:
+async def run_mysql(sizes: Sizes, dsn: str | None = None) -> list[Row]:
+    dsn = dsn or mysql_dsn()
     parts = parse_dsn(dsn)
     adapter = MysqlAdapter(dsn, ())
     pool = await aiomysql.create_pool(

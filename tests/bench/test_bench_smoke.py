@@ -1,6 +1,9 @@
 """The benchmark code paths at tiny sizes: every row is there and its figures are numbers.
 
-No timing assertion and no threshold: the numbers at these sizes mean nothing.
+No timing assertion and no threshold: the numbers at these sizes mean nothing. The bench reads
+this run's own business database (``mysql_ro_dsn``, not the demo's ``diag_demo``, which another
+checkout's ``scripts/mysql_up`` may be rebuilding) and empties a database of this pytest
+process's own redis-server (never one of the machine's Redis).
 """
 
 from __future__ import annotations
@@ -10,9 +13,15 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 from bench.__main__ import SECTIONS, render_table, run_all
 from bench.common import Row, Sizes, Status
 from bench.fake_model import FakeModelServer, answer_for
+from tests.mysql_db import MARIADB
+from tests.slack.support import redis_url
+
+pytestmark = MARIADB
 
 EXPECTED = {
     "1 harness overhead": 2,
@@ -31,7 +40,11 @@ def _numeric(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-async def test_every_row_present_with_numeric_fields(tmp_path: Path) -> None:
+async def test_every_row_present_with_numeric_fields(
+    tmp_path: Path, mysql_ro_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BENCH_MYSQL_DSN", mysql_ro_dsn)
+    monkeypatch.setenv("BENCH_REDIS_URL", redis_url(11))
     sizes = Sizes.tiny()
     cold = [s for s in SECTIONS if s[0] == "5 cold start"]
     rest = [s for s in SECTIONS if s[0] != "5 cold start"]
