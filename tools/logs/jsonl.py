@@ -13,9 +13,11 @@ every one of them, because the ``summary`` (:mod:`plugin.tools.logs.summary`) co
 matching line of the window exactly, while the items are the newest ``limit`` matches. A file
 is read 256 KB
 at a time; a level or ``contains`` filter is first looked for in the raw bytes
-(:class:`Prefilter`), candidates are parsed with orjson (``json.loads`` decides what orjson
-refuses), and a batch of regular lines is counted with C loops rather than a Python step per
-line (:func:`_fast_batch`; the bench measures the busiest generated hour, 240k lines).
+(:class:`Prefilter`), and a batch of regular lines is decoded and counted with C loops rather
+than a Python step per line (:func:`_fast_batch`: msgspec reads only the four fields where that
+reading is ``json.loads``'s, else orjson; the bench measures the busiest generated hour, 240k
+lines); a batch either refuses is read line by line, orjson first and ``json.loads`` deciding
+what orjson refuses.
 Malformed lines (bad JSON, missing or mistyped fields, naive timestamps, over-long lines) are
 skipped and counted, never fatal. Only regular files reached from the folder without following a
 link are opened (:func:`open_inside`), and at most the size they had when opened is read.
@@ -276,10 +278,10 @@ class _Line(msgspec.Struct, frozen=True, gc=False):
 
 
 _LINE = msgspec.json.Decoder(_Line)
-Columns = tuple[Sequence[str], Sequence[str], Sequence[str], Sequence[str]]
+_Columns = tuple[Sequence[str], Sequence[str], Sequence[str], Sequence[str]]
 
 
-def _typed_columns(lines: list[bytes]) -> Columns | None:
+def _typed_columns(lines: list[bytes]) -> _Columns | None:
     """The four fields of every line decoded by msgspec into :class:`_Line` (2-3x faster than
     building each line's whole object), or ``None`` where that would not be ``json.loads``'s
     reading: msgspec checks neither the UTF-8 nor the integers of the attributes it skips,
@@ -297,12 +299,12 @@ def _typed_columns(lines: list[bytes]) -> Columns | None:
             joined.decode("utf-8")
         except UnicodeDecodeError:
             return None
-    return cast(Columns, tuple(zip(*map(astuple, map(_LINE.decode, lines)), strict=True)))
+    return cast(_Columns, tuple(zip(*map(astuple, map(_LINE.decode, lines)), strict=True)))
 
 
-def _orjson_columns(lines: list[bytes]) -> Columns | None:
+def _orjson_columns(lines: list[bytes]) -> _Columns | None:
     """The four fields of every line read with orjson, or ``None`` when one is not a string."""
-    columns = cast(Columns, tuple(zip(*map(_FIELDS, map(orjson.loads, lines)), strict=True)))
+    columns = cast(_Columns, tuple(zip(*map(_FIELDS, map(orjson.loads, lines)), strict=True)))
     if set(map(type, chain(*columns[1:]))) != {str}:
         return None
     return columns
