@@ -1,6 +1,6 @@
 """Item 4d: what the catalogues in the tool descriptions cost (issue 13 item 2).
 
-Each run asks :class:`plugin.harness.catalog.Catalogues` for the three descriptions. Between
+Each run asks :class:`sre_diag.harness.catalog.Catalogues` for the three descriptions. Between
 refreshes
 that is a clock read and a tuple (``cached``); every ``DIAG_CATALOG_REFRESH_SECONDS`` the stale
 catalogues are re-read by the adapters (``refresh``): the runbook titles of the bundled
@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Row, Sizes, median, mysql_dsn, percentile
-from plugin.contract.prompts import prompt_set
-from plugin.harness.catalog import Catalogues
-from plugin.resources import BUNDLED_KNOWLEDGE
-from plugin.tools.base import ToolName
-from plugin.tools.knowledge import KnowledgeAdapter
-from plugin.tools.logs import JsonlLogSource, LogsAdapter
-from plugin.tools.mysql import MysqlAdapter
+from sre_diag.contract.prompts import prompt_set
+from sre_diag.harness.catalog import Catalogues
+from sre_diag.resources import BUNDLED_KNOWLEDGE
+from sre_diag.tools.base import ToolName
+from sre_diag.tools.knowledge import KnowledgeAdapter
+from sre_diag.tools.logs import JsonlLogSource, LogsAdapter
+from sre_diag.tools.mysql import MysqlAdapter
 
 __all__ = ["run_catalogue"]
 

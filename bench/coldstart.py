@@ -1,4 +1,4 @@
-"""Item 5: ``python -m plugin diagnose`` from process start to its first model request."""
+"""Item 5: ``python -m sre_diag diagnose`` from process start to its first model request."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ SECTION = "5 cold start"
 QUERY = "payment-api 5xx since 10:05 UTC 2026-11-28"
 _TARGET_MS = 2000.0
 # What ``diagnose`` imports before its first model request, as it imports it: the collector
-# paused (``plugin.commands.startup``), the framework's first-run modules included.
+# paused (``sre_diag.commands.startup``), the framework's first-run modules included.
 _IMPORT_PROBE = (
     "import time; t = time.perf_counter()\n"
-    "from plugin.commands.startup import imports_without_gc\n"
+    "from sre_diag.commands.startup import imports_without_gc\n"
     "with imports_without_gc():\n"
-    "    import plugin.commands.cli, plugin.wiring\n"
-    "    plugin.wiring.import_framework()\n"
+    "    import sre_diag.commands.cli, sre_diag.wiring\n"
+    "    sre_diag.wiring.import_framework()\n"
     "print(time.perf_counter() - t)"
 )
 # What a diagnosis cannot start without: the agent framework and the model SDK, with the modules
@@ -60,7 +60,7 @@ async def _one(tmp: Path) -> tuple[float, float, int]:
         env = _env(server.base_url, tmp)
         started = time.time()
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "plugin", "diagnose", QUERY, cwd=tmp, env=env,
+            sys.executable, "-m", "sre_diag", "diagnose", QUERY, cwd=tmp, env=env,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
         )  # fmt: skip
         code = await asyncio.wait_for(proc.wait(), timeout=120)
@@ -120,6 +120,6 @@ async def run_coldstart(sizes: Sizes) -> list[Row]:
             target="<= 2 s (issue 23)",
             status=judged(p50 <= _TARGET_MS),
             detail=detail,
-            note="subprocess `python -m plugin diagnose`, fresh fake model per start",
+            note="subprocess `python -m sre_diag diagnose`, fresh fake model per start",
         )
     ]

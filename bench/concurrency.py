@@ -19,7 +19,7 @@ from bench.common import (
 from bench.fake_model import FakeModelProcess
 from bench.loopmon import LoopMonitor
 from bench.scenario import build_bench_harness, is_draft, request_for
-from plugin.harness.run import Harness
+from sre_diag.harness.run import Harness
 
 __all__ = ["run_concurrency"]
 

@@ -1,6 +1,6 @@
 """A loopback OpenAI-compatible chat server that answers per conversation.
 
-Unlike the shipped ``plugin.doubles.scripted_model.ScriptedModelServer`` (one script served in
+Unlike the shipped ``sre_diag.doubles.scripted_model.ScriptedModelServer`` (one script served in
 order), this fake can serve any number of interleaved or concurrent runs: the answer is decided by
 the number of tool messages already in the request body. It reuses the shipped doubles for the
 loopback server (``LoopbackServer``) and the wire format (``ModelStep``, ``completion_body``); only
@@ -38,8 +38,8 @@ from typing import Any, ClassVar, Self
 
 from aiohttp import web
 
-from plugin.doubles.loopback import LoopbackServer
-from plugin.doubles.scripted_model import ModelStep, ToolCallSpec, completion_body
+from sre_diag.doubles.loopback import LoopbackServer
+from sre_diag.doubles.scripted_model import ModelStep, ToolCallSpec, completion_body
 
 _REPO = Path(__file__).resolve().parent.parent
 
@@ -60,7 +60,7 @@ def _call_id(user_text: str, round_no: int) -> str:
 
 
 def draft_text(cited: list[str]) -> str:
-    """A Draft that satisfies ``plugin.contract.draft`` for the given READY ids (none: no
+    """A Draft that satisfies ``sre_diag.contract.draft`` for the given READY ids (none: no
     conclusion)."""
     finding = {
         "kind": "FINDING",

@@ -12,13 +12,13 @@ import httpx
 from bench.common import Row, Sizes, judged, median, percentile
 from bench.fake_model import FakeModelProcess
 from bench.scenario import BareAgent, build_bench_harness, fake_adapters, is_draft, request_for
-from plugin.contract.prompts import system_prompt
-from plugin.harness.agent import build_agent
-from plugin.harness.context import RunContext
-from plugin.harness.hooks import HookSet
-from plugin.harness.interceptor import ToolInterceptor
-from plugin.harness.model import build_llm
-from plugin.harness.run import Harness, budgets_from
+from sre_diag.contract.prompts import system_prompt
+from sre_diag.harness.agent import build_agent
+from sre_diag.harness.context import RunContext
+from sre_diag.harness.hooks import HookSet
+from sre_diag.harness.interceptor import ToolInterceptor
+from sre_diag.harness.model import build_llm
+from sre_diag.harness.run import Harness, budgets_from
 
 __all__ = ["run_overhead"]
 

@@ -1,4 +1,4 @@
-"""Pattern mining for ``query_logs``: the masker of ``plugin.tools.logs.summary`` against
+"""Pattern mining for ``query_logs``: the masker of ``sre_diag.tools.logs.summary`` against
 Drain3 (logpai's streaming log template miner, the field's standard), on
 
 * the bundled incident (``examples/incident/logs``: every line of every service), each line
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO
-from plugin.tools.logs.summary import full_pattern, window_patterns
+from sre_diag.tools.logs.summary import full_pattern, window_patterns
 
 __all__ = [
     "DEVELOPMENT",

@@ -1,7 +1,7 @@
 """Item 5b: event-loop lag at the start of a run, in a fresh process as ``serve`` has it.
 
 A child process builds the full harness on the bench fakes, warms it up as ``serve`` does
-(``plugin.wiring.warm_up``) — or not, for the comparison — and runs diagnoses one after another
+(``sre_diag.wiring.warm_up``) — or not, for the comparison — and runs diagnoses one after another
 while a 10 ms ticker measures how late the loop wakes. The first run of a process is where the
 framework loads its lazy parts (``openai.resources``, ``workflows.plugins``, the tiktoken
 encoding): done on the loop without the warm-up, in a thread before the first run with it.
@@ -33,8 +33,8 @@ _TARGET_MS = 50.0
 
 async def _child(base_url: str, runs: int, warm: bool) -> dict[str, object]:
     from bench.scenario import build_bench_harness
-    from plugin.contract.request import DiagnosisRequest
-    from plugin.wiring import warm_up
+    from sre_diag.contract.request import DiagnosisRequest
+    from sre_diag.wiring import warm_up
 
     lags: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -18,14 +18,14 @@ from llama_index.core.tools import FunctionTool
 from llama_index.llms.openai import OpenAI
 from pydantic import BaseModel
 
-from plugin.audit import AuditTrail, JsonlAuditSink
-from plugin.contract.prompts import system_prompt
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import ExecutionResult, Outcome
-from plugin.harness.run import Harness
-from plugin.settings import Settings
-from plugin.tools.base import AdapterCall, AdapterResult, EvidenceAdapter, Ready, ToolName
-from plugin.tools.schemas import (
+from sre_diag.audit import AuditTrail, JsonlAuditSink
+from sre_diag.contract.prompts import system_prompt
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import ExecutionResult, Outcome
+from sre_diag.harness.run import Harness
+from sre_diag.settings import Settings
+from sre_diag.tools.base import AdapterCall, AdapterResult, EvidenceAdapter, Ready, ToolName
+from sre_diag.tools.schemas import (
     KnowledgeInput,
     KnowledgeItem,
     LogItem,

@@ -26,10 +26,10 @@ from bench.common import Row, Sizes, judged, percentile
 from bench.fake_model import FakeModelProcess
 from bench.loopmon import LoopMonitor
 from bench.scenario import bench_settings, fake_adapters
-from plugin.audit import AuditTrail, JsonlAuditSink
-from plugin.doubles.recording_slack import RecordingSlackApi
-from plugin.harness.run import Harness
-from plugin.slack import PluginHandle, register
+from sre_diag.audit import AuditTrail, JsonlAuditSink
+from sre_diag.doubles.recording_slack import RecordingSlackApi
+from sre_diag.harness.run import Harness
+from sre_diag.slack import PluginHandle, register
 
 __all__ = ["post_all", "run_slack_ack", "signed_mention"]
 

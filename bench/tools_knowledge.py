@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from bench.common import Row, Sizes, median, percentile
-from plugin.tools.base import AdapterCall, Ready
-from plugin.tools.knowledge import KnowledgeAdapter
-from plugin.tools.schemas import KnowledgeInput
+from sre_diag.tools.base import AdapterCall, Ready
+from sre_diag.tools.knowledge import KnowledgeAdapter
+from sre_diag.tools.schemas import KnowledgeInput
 
 __all__ = ["SECTIONS_PER_FILE", "run_knowledge", "write_corpus"]
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from bench.common import REPO, Row, Sizes, judged, median, percentile
 from bench.loopmon import LoopMonitor
-from plugin.tools.base import AdapterCall, Ready
-from plugin.tools.logs import JsonlLogSource, LogsAdapter
-from plugin.tools.schemas import LogsInput, LogSummary
+from sre_diag.tools.base import AdapterCall, Ready
+from sre_diag.tools.logs import JsonlLogSource, LogsAdapter
+from sre_diag.tools.schemas import LogsInput, LogSummary
 
 __all__ = ["generate_history", "run_logs", "shift_days"]
 

@@ -11,11 +11,11 @@ from typing import Any
 import aiomysql
 
 from bench.common import Row, Sizes, judged, median, mysql_dsn, percentile
-from plugin.tools.base import AdapterCall, Ready
-from plugin.tools.mysql import MysqlAdapter, parse_dsn
-from plugin.tools.schemas import MysqlInput
-from plugin.tools.sql.bounds import Schema, column_shape
-from plugin.tools.sql.guard import Prepared, prepare_sql
+from sre_diag.tools.base import AdapterCall, Ready
+from sre_diag.tools.mysql import MysqlAdapter, parse_dsn
+from sre_diag.tools.schemas import MysqlInput
+from sre_diag.tools.sql.bounds import Schema, column_shape
+from sre_diag.tools.sql.guard import Prepared, prepare_sql
 
 __all__ = ["run_mysql"]
 

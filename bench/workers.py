@@ -1,6 +1,6 @@
 """Item 6: runs leave the Slack front — ``serve`` in-process vs ``serve --workers 2`` over Redis.
 
-Both layouts run as real ``python -m plugin serve --http`` processes with the same settings (the
+Both layouts run as real ``python -m sre_diag serve --http`` processes with the same settings (the
 bundled runbooks and logs as evidence, a JSON-lines audit), against the per-conversation fake
 model in its own process, a recording Slack Web API in this process and the machine's Redis (the
 database of ``BENCH_REDIS_URL``, default ``redis://127.0.0.1:6379/11``, is emptied before each
@@ -37,8 +37,8 @@ from redis.asyncio import Redis
 from bench.common import REPO, Row, Sizes, Status, judged, percentile
 from bench.fake_model import FakeModelProcess
 from bench.slack_ack import signed_mention
-from plugin.doubles.recording_slack import RecordingSlackApi
-from plugin.slack.jobs import DEFAULT_STREAM
+from sre_diag.doubles.recording_slack import RecordingSlackApi
+from sre_diag.slack.jobs import DEFAULT_STREAM
 
 __all__ = ["run_workers"]
 
@@ -158,7 +158,7 @@ async def _start(
     )
     tmp.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once per process start
     port = _free_port()
-    args = ["-m", "plugin", "serve", "--http", "--port", str(port)]
+    args = ["-m", "sre_diag", "serve", "--http", "--port", str(port)]
     if workers:
         args += ["--workers", "2"]
     process = await asyncio.create_subprocess_exec(

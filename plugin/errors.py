@@ -1,6 +1,6 @@
 """The one exception tree of the product: a root, operator mistakes vs run failures, stop signals.
 
-Every exception class of ``plugin`` (``plugin.tools`` included) is defined in an ``errors``
+Every exception class of ``sre_diag`` (``sre_diag.tools`` included) is defined in an ``errors``
 module — this one or the ``errors.py`` of its package — and derives from
 :class:`SreDiagException`. Catch a family, never the root.
 
@@ -20,7 +20,7 @@ module — this one or the ``errors.py`` of its package — and derives from
         └── RunError                      what one run met: the model, a tool, the Draft, audit
             ├── contract.errors.*         EnvelopeError, DraftRejected, DuplicateKey
             ├── harness.errors.*          the model's answer (OversizedResponse)
-            ├── plugin.tools.errors.*            evidence backends and the SQL guard (EvidenceError)
+            ├── tools.errors.*            evidence backends and the SQL guard (EvidenceError)
             ├── audit.errors.*            AuditWriteError
             └── slack.errors.*            the queue and Slack (Poison, …)
 

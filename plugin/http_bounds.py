@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from plugin.errors import AnswerTooLarge
+from sre_diag.errors import AnswerTooLarge
 
 __all__ = [
     "OFFERED_ENCODINGS",

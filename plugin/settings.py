@@ -63,7 +63,7 @@ class Settings(BaseSettings):
 
     knowledge_dir: Path | None = Field(default=None, validation_alias="DIAG_KNOWLEDGE_DIR")
     """Unset: ``lookup_knowledge`` answers ``NOT_CONFIGURED`` (only ``demo``/``eval`` use the
-    bundled runbooks, ``plugin.resources.BUNDLED_KNOWLEDGE``)."""
+    bundled runbooks, ``sre_diag.resources.BUNDLED_KNOWLEDGE``)."""
     logs_source: str | None = Field(default=None, validation_alias="DIAG_LOGS_SOURCE")
     """Unset: ``query_logs`` answers ``NOT_CONFIGURED`` (a folder, or a Loki base URL)."""
     loki_service_label: str = Field(
@@ -99,7 +99,7 @@ class Settings(BaseSettings):
     """How often the services, tables and runbook titles in the tool descriptions are re-read."""
     prompt: str = Field(default="zh", validation_alias="DIAG_PROMPT")
     """``zh``, ``en``, or the path of a system prompt file with the same slots (see
-    ``plugin.contract.prompts``)."""
+    ``sre_diag.contract.prompts``)."""
 
     slack_bot_token: SecretStr | None = Field(default=None, validation_alias="SLACK_BOT_TOKEN")
     slack_app_token: SecretStr | None = Field(default=None, validation_alias="SLACK_APP_TOKEN")
@@ -199,7 +199,7 @@ class Settings(BaseSettings):
     @field_validator("prompt", mode="after")
     @classmethod
     def _prompt(cls, value: str) -> str:
-        from plugin.contract.prompts import PromptError, prompt_set
+        from sre_diag.contract.prompts import PromptError, prompt_set
 
         try:
             prompt_set(value)
@@ -308,7 +308,7 @@ def check_http_url(value: str, *, what: str = "an http(s)://host[:port][/path] U
 
 
 def check_mysql_dsn(value: str, *, form: str = _MYSQL_FORM) -> None:
-    """The DSN shape ``plugin.tools.mysql.parse_dsn`` accepts; the DSN itself is never echoed."""
+    """The DSN shape ``sre_diag.tools.mysql.parse_dsn`` accepts; the DSN itself is never echoed."""
     try:
         parts = _split(value)
     except PydanticCustomError:

@@ -7,13 +7,13 @@ import gc
 import importlib
 from typing import Any
 
-from plugin.audit import AuditTrail, build_audit_sink
-from plugin.harness.run import Harness
-from plugin.settings import Settings
-from plugin.tools.base import EvidenceAdapter, ToolName
-from plugin.tools.knowledge import KnowledgeAdapter
-from plugin.tools.logs import LogsAdapter, build_log_source
-from plugin.tools.mysql import MysqlAdapter
+from sre_diag.audit import AuditTrail, build_audit_sink
+from sre_diag.harness.run import Harness
+from sre_diag.settings import Settings
+from sre_diag.tools.base import EvidenceAdapter, ToolName
+from sre_diag.tools.knowledge import KnowledgeAdapter
+from sre_diag.tools.logs import LogsAdapter, build_log_source
+from sre_diag.tools.mysql import MysqlAdapter
 
 __all__ = [
     "build_adapters",
@@ -83,7 +83,7 @@ def build_harness(settings: Settings, *, model_connections: int = 100) -> Harnes
 def import_framework() -> None:
     """Import what the framework would otherwise import inline during the first run
     (``openai.resources`` alone is ~0.2-0.4 s): ``diagnose`` does it with its other imports,
-    while the collector is paused (``plugin.commands.startup``)."""
+    while the collector is paused (``sre_diag.commands.startup``)."""
     for name in _FIRST_RUN_IMPORTS:
         importlib.import_module(name)
 
@@ -92,7 +92,7 @@ def prime_framework() -> None:
     """Load, once per process, what the first run would otherwise load ON the event loop:
     ``AsyncOpenAI.chat`` imports ``openai.resources`` on first use, ``Workflow.__init__`` imports
     ``workflows.plugins`` (and its runtime) inline, and a run whose history does not fit its
-    memory's limit in bytes loads the tiktoken encoding (``plugin.harness.memory``;
+    memory's limit in bytes loads the tiktoken encoding (``sre_diag.harness.memory``;
     ``llama_index.core.utils.get_tokenizer``, cached process-wide). Measured
     with py-spy on ``serve``: seconds of loop stall at the first run under load, none after."""
     from llama_index.core.utils import get_tokenizer

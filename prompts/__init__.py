@@ -1,1 +1,1 @@
-"""Prompt files. Installed as the data package ``plugin.resources.prompts`` (see pyproject)."""
+"""Prompt files. Installed as the data package ``sre_diag.resources.prompts`` (see pyproject)."""

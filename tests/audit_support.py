@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import pymysql
 
-from plugin.audit.mysql import AUDIT_TABLE
+from sre_diag.audit.mysql import AUDIT_TABLE
 from tests.mysql_db import ADMIN_DSN, admin_dsn_for
 
 __all__ = [

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import pytest
 
-from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer
+from sre_diag.doubles.scripted_model import ModelStep, ScriptedModelServer
 from tests.mysql_db import MARIADB, drop_run_objects, mysql_ro_dsn
 
 __all__ = ["StartServer", "model_server", "mysql_ro_dsn"]

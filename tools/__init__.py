@@ -1,6 +1,6 @@
 """Evidence adapters: the three tools the diagnosis agent may call, behind one protocol."""
 
-from plugin.tools.base import (
+from sre_diag.tools.base import (
     AdapterCall,
     AdapterErrorCode,
     AdapterResult,
@@ -12,7 +12,7 @@ from plugin.tools.base import (
     Ready,
     ToolName,
 )
-from plugin.tools.schemas import (
+from sre_diag.tools.schemas import (
     KnowledgeInput,
     KnowledgeItem,
     LogItem,

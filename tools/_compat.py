@@ -3,7 +3,7 @@
 aiomysql offers no public way to do either; the version range is pinned in ``pyproject.toml``.
 Each function says what it relies on; each has a canary in
 ``tests/harness/test_compat_canaries.py`` that fails loudly when the installed aiomysql changes
-that private thing. (The harness's own touches are in ``plugin.harness._compat``; the tools import
+that private thing. (The harness's own touches are in ``sre_diag.harness._compat``; the tools import
 nothing of the harness.)
 """
 

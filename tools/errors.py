@@ -1,15 +1,15 @@
 """The evidence layer's errors: what a backend, a source or the SQL guard refused, as codes.
 
-Each carries a code from :mod:`plugin.tools.base` (or the guard's :class:`RefusalReason`),
-never the backend's text or the model's input. Each is a :class:`plugin.errors.RunError`.
+Each carries a code from :mod:`sre_diag.tools.base` (or the guard's :class:`RefusalReason`),
+never the backend's text or the model's input. Each is a :class:`sre_diag.errors.RunError`.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from plugin.errors import RunError
-from plugin.tools.base import AdapterErrorCode
+from sre_diag.errors import RunError
+from sre_diag.tools.base import AdapterErrorCode
 
 __all__ = [
     "BodyTooLarge",
@@ -40,7 +40,7 @@ class OutOfTime(Stopped):
 
 
 class WorkerFailed(EvidenceError):
-    """A child process of :mod:`plugin.tools.workers` died, sent an unreadable answer or
+    """A child process of :mod:`sre_diag.tools.workers` died, sent an unreadable answer or
     failed with an unexpected error."""
 
 

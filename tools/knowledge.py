@@ -6,7 +6,7 @@ Why this shape:
   split at its headings as LlamaIndex's ``MarkdownNodeParser`` splits (by our linear walk,
   ``runbooks.markdown_sections``; the parser's is quadratic); one hit is one section with
   its title (first H1, else the file stem), heading path and path relative to the folder.
-  Reading the folder safely and the heading walk are ``plugin.tools.runbooks``.
+  Reading the folder safely and the heading walk are ``sre_diag.tools.runbooks``.
 * **BM25, no embeddings.** Runbook questions are keyword-heavy (service names, error strings,
   config keys), the product must not send text to any network, and BM25 needs no model.
   Retrieval uses ``llama_index.retrievers.bm25.BM25Retriever`` (bm25s underneath).
@@ -57,11 +57,18 @@ from typing import Any
 
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from plugin.log import log_failure
-from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
-from plugin.tools.redact import HEADROOM, redact_prefix
-from plugin.tools.runbooks import Section, Source, read_sections, runbook_titles, scan
-from plugin.tools.schemas import KnowledgeInput, KnowledgeItem
+from sre_diag.log import log_failure
+from sre_diag.tools.base import (
+    AdapterCall,
+    AdapterErrorCode,
+    AdapterResult,
+    Failed,
+    Ready,
+    ToolName,
+)
+from sre_diag.tools.redact import HEADROOM, redact_prefix
+from sre_diag.tools.runbooks import Section, Source, read_sections, runbook_titles, scan
+from sre_diag.tools.schemas import KnowledgeInput, KnowledgeItem
 
 __all__ = [
     "INDEX_FORMAT",
@@ -238,7 +245,7 @@ def snippet(body: str, limit: int = SNIPPET_CHARS) -> str:
 
     Only a bounded prefix is redacted (runs of whitespace collapse, hence the extra room) and
     the final cut falls on redacted text, so no secret is cut in half and leaks a prefix
-    (:func:`plugin.tools.redact.redact_prefix`).
+    (:func:`sre_diag.tools.redact.redact_prefix`).
     """
     redacted, cut = redact_prefix(body, 4 * limit + HEADROOM)
     text = _WS.sub(" ", redacted).strip()

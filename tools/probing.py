@@ -1,4 +1,4 @@
-"""What every adapter's probe shares: building a :class:`~plugin.tools.base.ProbeReport` and the
+"""What every adapter's probe shares: building a :class:`~sre_diag.tools.base.ProbeReport` and the
 few texts its reasons are made of (a bounded list of names, an OS error, a URL's host).
 
 A reason never carries a credential, a raw backend response or an exception's text: it is
@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from plugin.log import failure_reason
-from plugin.tools.base import ProbeReport, ProbeStatus
+from sre_diag.log import failure_reason
+from sre_diag.tools.base import ProbeReport, ProbeStatus
 
 __all__ = ["CONNECT_SECONDS", "LISTED", "failed", "hostport", "listed", "ok", "os_reason", "unset"]
 

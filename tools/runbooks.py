@@ -11,7 +11,7 @@ or blocking on a FIFO, and each runbook walked heading by heading into sections.
   ``MarkdownNodeParser`` (:func:`heading_chains`); a section carries its title (first H1, else
   the file stem), heading path (``HEADING_SEPARATOR``-joined) and path relative to the folder.
 
-The index over the sections (BM25, segmentation, the cache) is ``plugin.tools.knowledge``.
+The index over the sections (BM25, segmentation, the cache) is ``sre_diag.tools.knowledge``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from plugin.tools.pseudo_fs import pseudo_filesystem
+from sre_diag.tools.pseudo_fs import pseudo_filesystem
 
 __all__ = [
     "HEADING_SEPARATOR",

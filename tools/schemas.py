@@ -138,7 +138,7 @@ class MysqlInput(_Input):
 
     def canonical(self) -> str:
         # Equivalence is about the statement, not the stated purpose.
-        from plugin.tools.sql.canonical import canonical_sql
+        from sre_diag.tools.sql.canonical import canonical_sql
 
         return canonical_sql(self.sql)
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Concatenate, ParamSpec, TypeVar
 
-from plugin.tools.errors import OutOfTime, Stopped
+from sre_diag.tools.errors import OutOfTime, Stopped
 
 __all__ = ["NEVER", "OutOfTime", "Stop", "Stopped", "in_thread"]
 

@@ -1,4 +1,4 @@
-"""The child side of :mod:`plugin.tools.workers`: ``python -m plugin.tools.worker_child PPID``.
+"""The child side of :mod:`sre_diag.tools.workers`: ``python -m sre_diag.tools.worker_child PPID``.
 
 Reads length-prefixed pickled requests on standard input, runs each in this process and writes
 the reply on the descriptor that was standard output; standard output itself then points at
@@ -22,14 +22,14 @@ import sys
 from collections.abc import Callable
 from typing import IO
 
-from plugin.tools.errors import OutOfTime, Stopped
-from plugin.tools.threads import Stop
-from plugin.tools.workers import read_frame, write_frame
+from sre_diag.tools.errors import OutOfTime, Stopped
+from sre_diag.tools.threads import Stop
+from sre_diag.tools.workers import read_frame, write_frame
 
 __all__ = ["MAX_LOG_CHARS", "MAX_LOG_RECORDS", "main", "resolve", "serve"]
 
 _PR_SET_PDEATHSIG = 1
-_PREFIX = "plugin.tools."
+_PREFIX = "sre_diag.tools."
 MAX_LOG_RECORDS = 32  # log records a request sends back, at most (the rest are counted)
 MAX_LOG_CHARS = 1_000  # of one record's message
 
@@ -61,7 +61,7 @@ class _Records(logging.Handler):
 
 
 def resolve(target: str) -> Callable[..., object]:
-    """The function named ``"module:function"``; only modules inside ``plugin.tools``."""
+    """The function named ``"module:function"``; only modules inside ``sre_diag.tools``."""
     module, _, name = target.partition(":")
     if not module.startswith(_PREFIX) or not name.isidentifier():
         raise LookupError(target)
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C reaches both
     records = _Records()
     logging.basicConfig(level=logging.WARNING, handlers=[records], force=True)
-    import plugin.tools.logs.parts  # noqa: F401 - the usual targets, imported before "ready"
+    import sre_diag.tools.logs.parts  # noqa: F401 - the usual targets, imported before "ready"
 
     # What the imports built lives as long as the child: frozen, so that the collections a
     # scan's allocations trigger never walk it (they did, up to tens of ms per full one).

@@ -1,20 +1,20 @@
 """CPU-heavy evidence work in child processes, so it never shares the event loop's interpreter.
 
-A worker thread (:mod:`plugin.tools.threads`) keeps the loop free only as long as the thread
+A worker thread (:mod:`sre_diag.tools.threads`) keeps the loop free only as long as the thread
 lets go of the GIL: one C call over a batch, a garbage collection of a large heap or a pause
 of the thread holding it stalls every other coroutine (seen: loop lag p99 15–150 ms while the
 busiest log hour is scanned in a thread). A :class:`WorkerPool` runs such work in at most
-``size`` long-lived child processes (``python -m plugin.tools.worker_child``), one call at a
+``size`` long-lived child processes (``python -m sre_diag.tools.worker_child``), one call at a
 time each, so the parent's loop only waits on a pipe.
 
 Protocol (both directions): a 4-byte big-endian length, then a pickle. The child sends
 ``("ready", pid)`` once it has imported what it needs; each request is ``(target, budget,
-args)`` — ``target`` a ``"module:function"`` inside ``plugin.tools``, called as
+args)`` — ``target`` a ``"module:function"`` inside ``sre_diag.tools``, called as
 ``function(Stop(budget), *args)`` — and each reply is ``("ok", value)``, ``("out_of_time",)``
 or ``("failed", type name)``, after a ``("log", logger, level, message)`` frame for each
 record the work logged (logged here, in this process's format: a child's standard error goes
 nowhere, so nothing it writes reaches the operator's log raw). Only the parent writes
-requests; the child imports nothing outside ``plugin.tools``.
+requests; the child imports nothing outside ``sre_diag.tools``.
 
 Bounds and faults:
 
@@ -54,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any, Concatenate, ParamSpec, TypeVar
 
-from plugin.tools.errors import OutOfTime, WorkerFailed
+from sre_diag.tools.errors import OutOfTime, WorkerFailed
 
 __all__ = [
     "GRACE_SECONDS",
@@ -77,7 +77,7 @@ START_SECONDS = 60.0  # a child that is not ready by then is killed (a machine u
 MAX_REPLY_BYTES = 256 * 1024 * 1024  # a frame longer than this is not read
 _HEADER = struct.Struct(">I")
 _LOG_CHARS = 1_000  # of a message a child logged (its own bound, kept here too)
-_CHILD_MODULE = "plugin.tools.worker_child"
+_CHILD_MODULE = "sre_diag.tools.worker_child"
 # What a child inherits of the environment (and PYTHON*): no credential reaches it, since it
 # reads files and computes, and nothing it needs is configured through the environment.
 _ENV = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "VIRTUAL_ENV"})
@@ -132,10 +132,10 @@ def read_frame(stream: IO[bytes], limit: int = MAX_REPLY_BYTES) -> object:
 
 
 def target_name(fn: Callable[..., object]) -> str:
-    """``"module:function"`` of a module-level function inside ``plugin.tools``."""
+    """``"module:function"`` of a module-level function inside ``sre_diag.tools``."""
     module, name = fn.__module__, fn.__qualname__
-    if not module.startswith("plugin.tools.") or "." in name or "<" in name:
-        raise ValueError(f"{module}:{name} is not a module-level function of plugin.tools")
+    if not module.startswith("sre_diag.tools.") or "." in name or "<" in name:
+        raise ValueError(f"{module}:{name} is not a module-level function of sre_diag.tools")
     return f"{module}:{name}"
 
 
@@ -152,8 +152,8 @@ class _Worker:
     @classmethod
     def start(cls) -> _Worker:
         """Start a child and wait (blocking: call from a thread) for its ``ready`` frame."""
-        # The folder holding the ``plugin`` package this process imported (a checkout, a venv).
-        root = str(Path(sys.modules["plugin"].__file__ or ".").parent.parent)
+        # The folder holding the ``sre_diag`` package this process imported (a checkout, a venv).
+        root = str(Path(sys.modules["sre_diag"].__file__ or ".").parent.parent)
         env = {k: v for k, v in os.environ.items() if k in _ENV or k.startswith("PYTHON")}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         try:
@@ -402,10 +402,10 @@ class WorkerPool:
 
 def _logged(frame: object) -> bool:
     """Log a child's ``("log", logger, level, message)`` frame here (its logger inside
-    ``plugin.``, its level and message as sent); whether ``frame`` was one."""
+    ``sre_diag.``, its level and message as sent); whether ``frame`` was one."""
     match frame:
         case ("log", str(name), int(level), str(message)):
-            if not name.startswith("plugin."):
+            if not name.startswith("sre_diag."):
                 name = __name__
             logging.getLogger(name).log(level, "%s", message[:_LOG_CHARS])
             return True

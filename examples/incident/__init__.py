@@ -1,5 +1,5 @@
 """The bundled demo incident (runbooks, logs, cassettes, MySQL seed).
 
-Installed as the data package ``plugin.resources.incident`` (see pyproject), which is how the
-product finds it (``plugin.resources``); scripts in this folder are run by path, not imported.
+Installed as the data package ``sre_diag.resources.incident`` (see pyproject), which is how the
+product finds it (``sre_diag.resources``); scripts in this folder are run by path, not imported.
 """

@@ -12,7 +12,7 @@ Order ids follow time: one order every 20 seconds, ``ord_10231`` being the order
 10:05:00–10:05:20Z (so ``ord_10245`` is 10:09:40Z). Inside the incident an order fails unless
 ``(n - 10231) % 7 == 6`` (about 6 in 7 fail; ord_10231, ord_10232 and ord_10245 fail).
 
-Layout written (what ``plugin.tools.logs.JsonlLogSource`` reads)::
+Layout written (what ``sre_diag.tools.logs.JsonlLogSource`` reads)::
 
     <out>/<service>/<YYYY-MM-DD>/<HH>.jsonl    one JSON object per line, sorted by ts
 

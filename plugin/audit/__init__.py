@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from plugin.audit.base import AuditSink, AuditWriteError
-from plugin.audit.jsonl import JsonlAuditSink
-from plugin.audit.mysql import MysqlAuditSink
-from plugin.audit.record import MAX_RECORD_BYTES, audit_record, encode_record
-from plugin.audit.trail import AuditTrail
-from plugin.audit.trigger import Trigger, current_trigger, run_triggered
-from plugin.audit.writer import AuditWriter
-from plugin.errors import ConfigError
+from sre_diag.audit.base import AuditSink, AuditWriteError
+from sre_diag.audit.jsonl import JsonlAuditSink
+from sre_diag.audit.mysql import MysqlAuditSink
+from sre_diag.audit.record import MAX_RECORD_BYTES, audit_record, encode_record
+from sre_diag.audit.trail import AuditTrail
+from sre_diag.audit.trigger import Trigger, current_trigger, run_triggered
+from sre_diag.audit.writer import AuditWriter
+from sre_diag.errors import ConfigError
 
 __all__ = [
     "MAX_RECORD_BYTES",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from plugin.audit.errors import AuditWriteError
+from sre_diag.audit.errors import AuditWriteError
 
 __all__ = ["AuditSink", "AuditWriteError"]
 

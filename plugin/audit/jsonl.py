@@ -28,8 +28,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from plugin.audit.base import AuditWriteError
-from plugin.audit.record import encode_record
+from sre_diag.audit.base import AuditWriteError
+from sre_diag.audit.record import encode_record
 
 __all__ = ["JsonlAuditSink", "append_line"]
 

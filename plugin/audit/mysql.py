@@ -19,17 +19,17 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from plugin.audit.errors import MysqlAuditFailure
-from plugin.audit.record import (
+from sre_diag.audit.errors import MysqlAuditFailure
+from sre_diag.audit.record import (
     MAX_RUN_ID_CHARS,
     MAX_SESSION_ID_CHARS,
     bounded_id,
     encode_record,
     safe_text,
 )
-from plugin.errors import ConfigError
-from plugin.log import failure_reason
-from plugin.tools._compat import connect_prepared
+from sre_diag.errors import ConfigError
+from sre_diag.log import failure_reason
+from sre_diag.tools._compat import connect_prepared
 
 __all__ = ["MysqlAuditSink"]
 
@@ -77,7 +77,7 @@ class MysqlAuditSink:
     """One row per run in ``diag_audit``, bounded by ``timeout_seconds`` (see the module doc)."""
 
     def __init__(self, dsn: str, *, timeout_seconds: float = 5.0) -> None:
-        from plugin.tools.mysql import parse_dsn
+        from sre_diag.tools.mysql import parse_dsn
 
         try:
             self._dsn = parse_dsn(dsn)

@@ -20,12 +20,12 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
-from plugin.audit.trigger import Trigger, current_trigger
-from plugin.contract.envelope import MAX_TOOL_CALL_ID_CHARS
-from plugin.contract.request import format_asked_at
-from plugin.contract.result import ExecutionResult
-from plugin.harness.context import RunContext
-from plugin.harness.ledger import Invocation
+from sre_diag.audit.trigger import Trigger, current_trigger
+from sre_diag.contract.envelope import MAX_TOOL_CALL_ID_CHARS
+from sre_diag.contract.request import format_asked_at
+from sre_diag.contract.result import ExecutionResult
+from sre_diag.harness.context import RunContext
+from sre_diag.harness.ledger import Invocation
 
 __all__ = [
     "MAX_RECORD_BYTES",
@@ -122,7 +122,7 @@ def _invocation(i: Invocation) -> dict[str, Any]:
     }
 
 
-# Session ids of runs started by ``replay`` (plugin.commands.replay) begin with this.
+# Session ids of runs started by ``replay`` (sre_diag.commands.replay) begin with this.
 REPLAY_SESSION_PREFIX = "replay:"
 
 
@@ -133,7 +133,7 @@ def audit_record(
 
     ``kind`` is ``replay`` for every run a replay started (its session id says so).
     ``trigger`` is what started a Slack run (``mention``, ``shortcut``, ``alert``, ``replay``;
-    see ``plugin.audit.trigger``), ``null`` for a run started outside Slack.
+    see ``sre_diag.audit.trigger``), ``null`` for a run started outside Slack.
     """
     run = ctx.state
     cited = sorted(result.draft.cited_ids()) if result.draft else []

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from plugin.audit.base import AuditSink
-from plugin.audit.record import audit_record
-from plugin.audit.writer import DEFAULT_CAPACITY, AuditWriter
-from plugin.log import failure_reason
-from plugin.settings import Settings
+from sre_diag.audit.base import AuditSink
+from sre_diag.audit.record import audit_record
+from sre_diag.audit.writer import DEFAULT_CAPACITY, AuditWriter
+from sre_diag.log import failure_reason
+from sre_diag.settings import Settings
 
 if TYPE_CHECKING:
-    from plugin.contract.result import ExecutionResult
-    from plugin.harness.context import RunContext
+    from sre_diag.contract.result import ExecutionResult
+    from sre_diag.harness.context import RunContext
 
 __all__ = ["AuditTrail"]
 

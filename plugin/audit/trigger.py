@@ -28,7 +28,7 @@ class Trigger(StrEnum):
     ALERT = "alert"
     """A new top-level message of a ``DIAG_ALERT_SOURCES`` bot or app."""
     REPLAY = "replay"
-    """The Replay shortcut, or ``python -m plugin replay``."""
+    """The Replay shortcut, or ``python -m sre_diag replay``."""
 
 
 _CURRENT: ContextVar[Trigger | None] = ContextVar("diag_run_trigger", default=None)

@@ -21,8 +21,8 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
-from plugin.audit.base import AuditSink, AuditWriteError
-from plugin.log import failure_reason
+from sre_diag.audit.base import AuditSink, AuditWriteError
+from sre_diag.log import failure_reason
 
 __all__ = ["AuditWriter"]
 

@@ -1,4 +1,4 @@
-"""``python -m plugin check [--model] [--json]``: reach every configured part, say what works.
+"""``python -m sre_diag check [--model] [--json]``: reach every configured part, say what works.
 
 One :class:`CheckResult` per part — runbook folder, log source, MySQL (reachable, server kind,
 allowed tables, read-only verdict), Redis, audit sink, Slack — and, with ``--model``, the model
@@ -6,7 +6,7 @@ endpoint. A part whose setting is unset is ``NOT_CONFIGURED``; a configured part
 work is ``FAILED`` with a reason an operator can act on. Reasons are built from error codes
 and kinds: no credential, no raw backend response and no traceback ever reaches them. The log
 source and MySQL are asked through their adapters' own ``probe()`` (STYLE.md 9:
-:mod:`plugin.tools.logs.probe`, :mod:`plugin.tools.mysql.probe`); the rest is probed here.
+:mod:`sre_diag.tools.logs.probe`, :mod:`sre_diag.tools.mysql.probe`); the rest is probed here.
 
 Every probe is bounded (``PROBE_TIMEOUT_SECONDS``) and leaves nothing behind that looks like a
 run: the JSON-lines audit probe opens today's file exactly as the writer does and appends zero
@@ -14,7 +14,7 @@ bytes; the MySQL audit probe asks the server to ``EXPLAIN`` the insert (privileg
 nothing written).
 
 With ``--model``, :func:`check_model` probes the model endpoint's capabilities (CONTRACTS §3,
-``plugin.commands.model_probe``: three small requests, each waiting up to
+``sre_diag.commands.model_probe``: three small requests, each waiting up to
 ``DIAG_MODEL_TIMEOUT_SECONDS``
 but at most ``MAX_PROBE_SECONDS``), prints one line per capability with how long its request
 took and the settings it recommends; ``--json`` adds a top-level ``model`` object with the same.
@@ -39,10 +39,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from plugin.log import failure_reason
-from plugin.settings import Settings
-from plugin.tools.base import ProbeReport
-from plugin.tools.probing import CONNECT_SECONDS, LISTED, hostport, listed, os_reason
+from sre_diag.log import failure_reason
+from sre_diag.settings import Settings
+from sre_diag.tools.base import ProbeReport
+from sre_diag.tools.probing import CONNECT_SECONDS, LISTED, hostport, listed, os_reason
 
 __all__ = [
     "CheckResult", "CheckStatus", "check_model", "render_json", "render_text", "run_checks",
@@ -84,7 +84,7 @@ def _unset(name: str, detail: str) -> CheckResult:
 
 
 def _count_sections(folder: Path) -> tuple[int, int]:
-    from plugin.tools.runbooks import iter_sections
+    from sre_diag.tools.runbooks import iter_sections
 
     sections = list(iter_sections(folder))
     return len({s.path for s in sections}), len(sections)
@@ -128,7 +128,7 @@ def _from_probe(name: str, report: ProbeReport) -> CheckResult:
 
 
 async def check_logs(settings: Settings) -> CheckResult:
-    from plugin.tools.logs import LogsAdapter, build_log_source
+    from sre_diag.tools.logs import LogsAdapter, build_log_source
 
     adapter = LogsAdapter(
         build_log_source(
@@ -145,7 +145,7 @@ async def check_logs(settings: Settings) -> CheckResult:
 
 
 async def check_mysql(settings: Settings) -> CheckResult:
-    from plugin.tools.mysql import MysqlAdapter
+    from sre_diag.tools.mysql import MysqlAdapter
 
     dsn = settings.mysql_dsn.get_secret_value() if settings.mysql_dsn is not None else None
     adapter = MysqlAdapter(
@@ -198,8 +198,8 @@ async def check_audit(settings: Settings) -> CheckResult:
 
 
 def _jsonl_audit(directory: str) -> CheckResult:
-    from plugin.audit import AuditWriteError, JsonlAuditSink
-    from plugin.audit.jsonl import append_line
+    from sre_diag.audit import AuditWriteError, JsonlAuditSink
+    from sre_diag.audit.jsonl import append_line
 
     path = JsonlAuditSink(Path(directory)).path_for(datetime.now(UTC))
     try:
@@ -212,8 +212,8 @@ def _jsonl_audit(directory: str) -> CheckResult:
 
 
 async def _check_mysql_audit(spec: str) -> CheckResult:
-    from plugin.tools.mysql import parse_dsn
-    from plugin.tools.mysql.probe import connect, failure_reason
+    from sre_diag.tools.mysql import parse_dsn
+    from sre_diag.tools.mysql.probe import connect, failure_reason
 
     dsn = parse_dsn(spec)
     where = f"{dsn.user}@{dsn.host}:{dsn.port}/{dsn.database}"
@@ -254,7 +254,7 @@ async def _probe_audit_table(conn: Any) -> str:
 def _slack_reason(exc: Exception) -> str:
     from slack_sdk.errors import SlackApiError
 
-    from plugin.slack.posting import slack_error_code
+    from sre_diag.slack.posting import slack_error_code
 
     if isinstance(exc, SlackApiError):
         code = slack_error_code(exc)
@@ -338,12 +338,12 @@ async def _app_token(settings: Settings) -> str:
     return "accepted"
 
 
-# --- model: capability probes (CONTRACTS §3; plugin.commands.model_probe) -------------------------
+# --- model: capability probes (CONTRACTS §3; sre_diag.commands.model_probe) ---------------
 
 
 def _model_timeout(settings: Settings) -> float:
     """One probe request's bound: ``DIAG_MODEL_TIMEOUT_SECONDS``, at most ``MAX_PROBE_SECONDS``."""
-    from plugin.commands.model_probe import probe_seconds
+    from sre_diag.commands.model_probe import probe_seconds
 
     return probe_seconds(settings.model_request_timeout_seconds)
 
@@ -351,7 +351,7 @@ def _model_timeout(settings: Settings) -> float:
 async def check_model(
     settings: Settings, progress: Callable[[str], None] | None = None
 ) -> CheckResult:
-    """Probe the model endpoint's capabilities (``plugin.commands.model_probe``) and recommend
+    """Probe the model endpoint's capabilities (``sre_diag.commands.model_probe``) and recommend
     settings.
 
     FAILED (exit 1) when the endpoint cannot be used: unreachable, key refused, no tool call
@@ -360,7 +360,7 @@ async def check_model(
     ``json_schema`` (while ``off``) or missing ``usage`` is reported with its consequence, not
     failed.
     """
-    from plugin.commands.model_probe import probe_model
+    from sre_diag.commands.model_probe import probe_model
 
     base = settings.openai_base_url or "https://api.openai.com/v1"  # the openai SDK's default
     where = hostport(base)
@@ -401,15 +401,15 @@ PROBES: tuple[tuple[str, Probe], ...] = (
 # Imported before probing (see the module docstring); the model probe's only with ``--model``,
 # the runbook index's (LlamaIndex, bm25s, jieba) only when there is a runbook folder to read.
 _PROBE_MODULES = (
-    "plugin.tools.logs", "plugin.tools.mysql", "aiomysql",
-    "redis.asyncio", "slack_sdk.web.async_client", "plugin.audit", "plugin.audit.jsonl",
-    "plugin.slack.posting",
+    "sre_diag.tools.logs", "sre_diag.tools.mysql", "aiomysql",
+    "redis.asyncio", "slack_sdk.web.async_client", "sre_diag.audit", "sre_diag.audit.jsonl",
+    "sre_diag.slack.posting",
 )  # fmt: skip
-_RUNBOOK_PROBE_MODULES = ("plugin.tools.knowledge",)
+_RUNBOOK_PROBE_MODULES = ("sre_diag.tools.knowledge",)
 _MODEL_PROBE_MODULES = (
-    "plugin.commands.model_probe",
-    "plugin.harness.agent",
-    "plugin.harness.model",
+    "sre_diag.commands.model_probe",
+    "sre_diag.harness.agent",
+    "sre_diag.harness.model",
 )
 
 
@@ -464,7 +464,7 @@ _LABELS = {
 def _model_lines(facts: dict[str, Any]) -> list[str]:
     """Under the model line: one line per capability, then the recommended settings and the
     warnings."""
-    from plugin.commands.model_probe import LABELS, Capability
+    from sre_diag.commands.model_probe import LABELS, Capability
 
     lines: list[str] = []
     for name, found in (facts.get("capabilities") or {}).items():

@@ -1,4 +1,4 @@
-"""Command line: ``python -m plugin diagnose|serve|worker|replay|demo|check|patterns|eval``
+"""Command line: ``python -m sre_diag diagnose|serve|worker|replay|demo|check|patterns|eval``
 (CONTRACTS §1).
 
 stdout carries exactly one JSON object (the Execution Result, or an ``error`` object) — except
@@ -19,17 +19,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from plugin.commands.exits import EXIT_FAILED, EXIT_OK, EXIT_REJECTED, exit_code, load_settings
-from plugin.commands.startup import imports_without_gc
-from plugin.contract.request import (
+from sre_diag.commands.exits import EXIT_FAILED, EXIT_OK, EXIT_REJECTED, exit_code, load_settings
+from sre_diag.commands.startup import imports_without_gc
+from sre_diag.contract.request import (
     DiagnosisRequest,
     PreviousTurn,
     parse_asked_at,
     parse_previous_turn,
 )
-from plugin.errors import ConfigError, InputRejected, InputRejection
-from plugin.http_bounds import prepare_tls_context
-from plugin.log import configure_logging, log_failure
+from sre_diag.errors import ConfigError, InputRejected, InputRejection
+from sre_diag.http_bounds import prepare_tls_context
+from sre_diag.log import configure_logging, log_failure
 
 __all__ = ["main"]
 
@@ -61,7 +61,7 @@ def _read_previous_turn(path: str | None) -> PreviousTurn | None:
 async def _diagnose(args: argparse.Namespace) -> int:
     prepare_tls_context()  # built while the modules below load; the model client takes it
     with imports_without_gc():
-        from plugin.wiring import build_harness, import_framework
+        from sre_diag.wiring import build_harness, import_framework
     try:
         settings = load_settings()
         request = DiagnosisRequest(
@@ -89,10 +89,10 @@ async def _diagnose(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from plugin.service.ops import stop_on_signals
+    from sre_diag.service.ops import stop_on_signals
 
     stop = stop_on_signals()  # before the Slack app is imported: a signal at any moment
-    from plugin.service.serve import serve
+    from sre_diag.service.serve import serve
 
     try:
         settings = load_settings()
@@ -104,13 +104,13 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 async def _worker(args: argparse.Namespace) -> int:
-    from plugin.service.ops import restore_signals, stop_on_signals, stop_when_orphaned
+    from sre_diag.service.ops import restore_signals, stop_on_signals, stop_when_orphaned
 
     stop = stop_on_signals()
     orphaned = None
     if args.front_pid is not None:
         orphaned = asyncio.create_task(stop_when_orphaned(args.front_pid, stop))
-    from plugin.service.worker import run_worker
+    from sre_diag.service.worker import run_worker
 
     try:
         return await run_worker(load_settings(), stop)
@@ -123,7 +123,7 @@ async def _worker(args: argparse.Namespace) -> int:
 
 
 async def _replay(args: argparse.Namespace) -> int:
-    from plugin.commands.replay import ReplayError, replay_envelope
+    from sre_diag.commands.replay import ReplayError, replay_envelope
 
     try:
         output = await replay_envelope(Path(args.file), load_settings())
@@ -144,7 +144,7 @@ def _check_progress(line: str) -> None:
 
 
 async def _check(args: argparse.Namespace) -> int:
-    from plugin.commands.check import exit_status, render_json, render_text, run_checks, warnings
+    from sre_diag.commands.check import exit_status, render_json, render_text, run_checks, warnings
 
     try:
         settings = load_settings()
@@ -168,9 +168,9 @@ async def _patterns(args: argparse.Namespace) -> int:
 def _print_patterns(file: str | None) -> int:
     # Plain blocking reads: this command runs nothing else on its loop. The input is one
     # window, as the summary sees a query's matches: read whole (bounded), then grouped.
-    from plugin.commands.patterns_input import PatternsInputError, read_lines
-    from plugin.tools.logs.summary import window_patterns
-    from plugin.tools.plain import visible_controls
+    from sre_diag.commands.patterns_input import PatternsInputError, read_lines
+    from sre_diag.tools.logs.summary import window_patterns
+    from sre_diag.tools.plain import visible_controls
 
     if sys.stdout is None:  # started with standard output closed: nowhere to print
         print("patterns: no standard output", file=sys.stderr)
@@ -196,13 +196,13 @@ def _print_patterns(file: str | None) -> int:
 
 
 async def _demo(args: argparse.Namespace) -> int:
-    from plugin.commands.demo import run_demo
+    from sre_diag.commands.demo import run_demo
 
     return await run_demo(show_json=not args.text_only)
 
 
 async def _eval(args: argparse.Namespace) -> int:
-    from plugin.commands.eval import EvalUsageError, run_eval
+    from sre_diag.commands.eval import EvalUsageError, run_eval
 
     try:
         return await run_eval(

@@ -1,8 +1,8 @@
 """The offline demo: the bundled incident, end to end, with a recorded model.
 
 The recorded model turns (a cassette under ``examples/incident/cassettes/``, installed as
-``plugin.resources.incident``) are replayed by the shipped scripted model server
-(``plugin.doubles``); everything else is the real product: the harness, the gate, the
+``sre_diag.resources.incident``) are replayed by the shipped scripted model server
+(``sre_diag.doubles``); everything else is the real product: the harness, the gate, the
 interceptor, the three real tools on the bundled runbooks and logs, and the local MySQL when it
 is reachable (``scripts/setup_mysql.py`` creates it; ``DIAG_MYSQL_DSN`` overrides where).
 """
@@ -15,16 +15,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from plugin.commands.exits import EXIT_FAILED, exit_code, load_settings
-from plugin.contract.request import DiagnosisRequest, parse_asked_at
-from plugin.contract.result import ExecutionResult
-from plugin.contract.text import render_text
-from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer, load_cassette
-from plugin.resources import BUNDLED_CASSETTES, BUNDLED_KNOWLEDGE, BUNDLED_LOGS
-from plugin.tools.base import AdapterCall, Ready
-from plugin.tools.mysql import MysqlAdapter
-from plugin.tools.schemas import MysqlInput
-from plugin.wiring import build_harness
+from sre_diag.commands.exits import EXIT_FAILED, exit_code, load_settings
+from sre_diag.contract.request import DiagnosisRequest, parse_asked_at
+from sre_diag.contract.result import ExecutionResult
+from sre_diag.contract.text import render_text
+from sre_diag.doubles.scripted_model import ModelStep, ScriptedModelServer, load_cassette
+from sre_diag.resources import BUNDLED_CASSETTES, BUNDLED_KNOWLEDGE, BUNDLED_LOGS
+from sre_diag.tools.base import AdapterCall, Ready
+from sre_diag.tools.mysql import MysqlAdapter
+from sre_diag.tools.schemas import MysqlInput
+from sre_diag.wiring import build_harness
 
 __all__ = ["DEMO_DSN", "DemoRun", "replay_demo", "run_demo"]
 

@@ -5,7 +5,7 @@ Each carries a stable ``code`` where the command prints one (CONTRACTS §1: ``er
 
 from __future__ import annotations
 
-from plugin.errors import InputRejection, OperatorError
+from sre_diag.errors import InputRejection, OperatorError
 
 __all__ = [
     "EvalDatabaseError",

@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from plugin.contract.result import ExecutionResult, Outcome
-from plugin.errors import ConfigError
-from plugin.settings import Settings, describe_invalid_settings
+from sre_diag.contract.result import ExecutionResult, Outcome
+from sre_diag.errors import ConfigError
+from sre_diag.settings import Settings, describe_invalid_settings
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_REJECTED", "exit_code", "load_settings"]
 

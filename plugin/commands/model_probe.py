@@ -10,7 +10,7 @@ given every few seconds; each finding says how long its request took:
    must come back, naming that tool, whose arguments parse as a JSON object.
 2. ``parallel_tool_calls`` — the same request plus ``parallel_tool_calls: false``: accepted
    unless the endpoint refuses it (any answer but 2xx). Every diagnosis request carries it
-   (``plugin.harness.model.DiagnosisLLM``), so a refusal makes the model unusable here.
+   (``sre_diag.harness.model.DiagnosisLLM``), so a refusal makes the model unusable here.
 3. ``json_schema_with_tools`` — the real strict tool definitions (``tool_definitions(True)``, as
    the harness sends them under ``DIAG_STRUCTURED_OUTPUT=json_schema``) with the real Draft
    ``response_format`` (``draft_response_format()``) and ``tool_choice: "none"`` so that the
@@ -27,7 +27,7 @@ of the request) — never the error message or the raw body. The API key only go
 ``Authorization`` header.
 
 Every answer (error bodies too) is read whole, decoded, within ``MAX_ANSWER_BYTES`` and within
-the probe's bound from its start to its last byte (``plugin.http_bounds``): a larger answer
+the probe's bound from its start to its last byte (``sre_diag.http_bounds``): a larger answer
 stops the probing with "answered more than N bytes", a body that cannot be decoded with
 "answered a body that cannot be decoded" — never the body itself.
 """
@@ -44,8 +44,8 @@ from typing import Any
 
 import httpx
 
-from plugin.http_bounds import AnswerTooLarge, bounded_client
-from plugin.log import failure_reason
+from sre_diag.http_bounds import AnswerTooLarge, bounded_client
+from sre_diag.log import failure_reason
 
 __all__ = [
     "MAX_ANSWER_BYTES",
@@ -220,7 +220,7 @@ def _echo_tool() -> dict[str, Any]:
 def strict_tool_specs() -> list[dict[str, Any]]:
     """The three tool definitions exactly as a ``json_schema`` run sends them (LlamaIndex marks
     each ``strict`` and closes its parameters)."""
-    from plugin.harness.agent import tool_definitions
+    from sre_diag.harness.agent import tool_definitions
 
     specs: list[dict[str, Any]] = []
     for tool in tool_definitions(True):
@@ -233,7 +233,7 @@ def strict_tool_specs() -> list[dict[str, Any]]:
 
 def probe_bodies(model: str) -> dict[Capability, dict[str, Any]]:
     """The request body of each probe, in the order they are sent."""
-    from plugin.harness.model import draft_response_format
+    from sre_diag.harness.model import draft_response_format
 
     tool_call: dict[str, Any] = {
         "model": model,

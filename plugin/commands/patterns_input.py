@@ -10,7 +10,7 @@ line, before a byte is read:
   opened with ``O_NOFOLLOW`` (a link is never followed) and ``O_NONBLOCK`` (a FIFO never blocks
   the open), and ``fstat`` on the open descriptor decides.
 - FILE must not live on a kernel pseudo file system (procfs, sysfs, debugfs, tracefs,
-  securityfs, cgroup, devtmpfs…: :func:`plugin.tools.pseudo_fs.pseudo_filesystem`, asked on the
+  securityfs, cgroup, devtmpfs…: :func:`sre_diag.tools.pseudo_fs.pseudo_filesystem`, asked on the
   open descriptor): ``/proc/kmsg`` would block the reader forever, ``/proc/self/environ`` or a
   ``/sys`` attribute is not a log.
 - Links in the DIRECTORY components of FILE are followed, by decision: an operator naming
@@ -25,7 +25,7 @@ line, before a byte is read:
 
 A read that fails after the open (an I/O error, standard input opened for writing only) is
 ``INVALID_ARGUMENTS`` with the system's reason. File names in messages are shown with
-:func:`plugin.tools.plain.visible_controls`, so a name cannot steer the terminal either.
+:func:`sre_diag.tools.plain.visible_controls`, so a name cannot steer the terminal either.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ import os
 import select
 import stat
 
-from plugin.commands.errors import PatternsInputError
-from plugin.errors import InputRejection
-from plugin.tools.plain import visible_controls
-from plugin.tools.pseudo_fs import pseudo_filesystem
+from sre_diag.commands.errors import PatternsInputError
+from sre_diag.errors import InputRejection
+from sre_diag.tools.plain import visible_controls
+from sre_diag.tools.pseudo_fs import pseudo_filesystem
 
 __all__ = ["MAX_BYTES", "MAX_LINES", "PatternsInputError", "read_lines"]
 

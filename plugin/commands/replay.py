@@ -1,4 +1,4 @@
-"""``python -m plugin replay FILE``: a recorded Slack event envelope, through the same listeners.
+"""``python -m sre_diag replay FILE``: a recorded Slack event envelope, through the same listeners.
 
 The envelope (JSON, as Slack delivers it) is signed and dispatched to a Bolt app with this
 plugin mounted, whose Web API is a local recording server; the event's channel counts as an
@@ -29,15 +29,15 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.commands.errors import ReplayError
-from plugin.contract.result import ExecutionResult
-from plugin.doubles.recording_slack import RecordingSlackApi, blocks_to_text
-from plugin.settings import Settings
-from plugin.slack import register
-from plugin.slack.alerts import source_of
-from plugin.slack.blocks import EVIDENCE_ACTION_ID
-from plugin.slack.gate import malformed_detail, slack_ts
-from plugin.slack.messages import DIAGNOSE_CALLBACK_ID
+from sre_diag.commands.errors import ReplayError
+from sre_diag.contract.result import ExecutionResult
+from sre_diag.doubles.recording_slack import RecordingSlackApi, blocks_to_text
+from sre_diag.settings import Settings
+from sre_diag.slack import register
+from sre_diag.slack.alerts import source_of
+from sre_diag.slack.blocks import EVIDENCE_ACTION_ID
+from sre_diag.slack.gate import malformed_detail, slack_ts
+from sre_diag.slack.messages import DIAGNOSE_CALLBACK_ID
 
 __all__ = ["ReplayError", "ReplayOutput", "replay_envelope"]
 

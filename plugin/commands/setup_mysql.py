@@ -1,6 +1,6 @@
 """Create (or recreate) the bundled incident database and its read-only diagnosis account.
 
-    python -m plugin.commands.setup_mysql --admin-dsn mysql://root@127.0.0.1:3306 \\
+    python -m sre_diag.commands.setup_mysql --admin-dsn mysql://root@127.0.0.1:3306 \\
         --database diag_demo --ro-user diag_ro --ro-password <pw>
 
 (``scripts/setup_mysql.py`` in a checkout runs the same.)
@@ -28,8 +28,8 @@ from urllib.parse import quote, unquote, urlsplit
 
 import pymysql
 
-from plugin.commands.errors import SetupError
-from plugin.resources import BUNDLED_MYSQL
+from sre_diag.commands.errors import SetupError
+from sre_diag.resources import BUNDLED_MYSQL
 
 __all__ = ["READ_ONLY_TABLES", "SetupError", "main", "setup"]
 

@@ -24,14 +24,14 @@ from pydantic import (
     model_validator,
 )
 
-from plugin.contract.envelope import MAX_JSON_DEPTH, MAX_TOOL_CALL_ID_CHARS, json_too_deep
-from plugin.contract.errors import (
+from sre_diag.contract.envelope import MAX_JSON_DEPTH, MAX_TOOL_CALL_ID_CHARS, json_too_deep
+from sre_diag.contract.errors import (
     DraftDefect,
     DraftRejected,
     DuplicateKey,
     pairs_without_duplicates,
 )
-from plugin.contract.strict_schema import strict_schema
+from sre_diag.contract.strict_schema import strict_schema
 
 __all__ = [
     "Confidence",

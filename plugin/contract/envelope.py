@@ -20,7 +20,7 @@ from typing import Annotated, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from plugin.contract.errors import DuplicateKey, EnvelopeError, pairs_without_duplicates
+from sre_diag.contract.errors import DuplicateKey, EnvelopeError, pairs_without_duplicates
 
 __all__ = [
     "MAX_ARGUMENT_CHARS",

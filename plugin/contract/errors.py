@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from plugin.errors import OperatorError, RunError
+from sre_diag.errors import OperatorError, RunError
 
 __all__ = [
     "DraftDefect",

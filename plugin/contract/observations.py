@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from plugin.contract.prompts import FIELD_SLOT, prompt_set
+from sre_diag.contract.prompts import FIELD_SLOT, prompt_set
 
 __all__ = [
     "ID_MISSING",
@@ -33,7 +33,7 @@ __all__ = [
 
 Hints = Mapping[str, str]
 """One line per code (``RejectCode`` values, ``NOTHING_PENDING``, ``STOP_REQUIRED``), read from
-``prompts/hints.<lang>.md`` (:mod:`plugin.contract.prompts`); the default is the ``zh`` set."""
+``prompts/hints.<lang>.md`` (:mod:`sre_diag.contract.prompts`); the default is the ``zh`` set."""
 
 
 def _hints(hints: Hints | None) -> Hints:

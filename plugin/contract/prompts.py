@@ -9,7 +9,7 @@ hints come from ``<dir>/tools.<x>.md`` / ``<dir>/hints.<x>.md`` when they exist,
 ``zh``. Each set is read and checked once per process.
 
 The bundled files are read through ``importlib.resources`` (installed as
-``plugin.resources.prompts``).
+``sre_diag.resources.prompts``).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 
-from plugin.contract.draft import draft_json_schema
-from plugin.contract.errors import PromptError
-from plugin.log import failure_reason
-from plugin.resources import prompt_file
+from sre_diag.contract.draft import draft_json_schema
+from sre_diag.contract.errors import PromptError
+from sre_diag.log import failure_reason
+from sre_diag.resources import prompt_file
 
 __all__ = [
     "BUNDLED_LANGUAGES",

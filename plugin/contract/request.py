@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from plugin.errors import InputRejected, InputRejection
+from sre_diag.errors import InputRejected, InputRejection
 
 __all__ = [
     "ENVELOPE_BYTES",

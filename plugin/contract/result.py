@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from plugin.contract.draft import DiagnosisDraft
-from plugin.contract.envelope import Evaluation
-from plugin.errors import StopReason
+from sre_diag.contract.draft import DiagnosisDraft
+from sre_diag.contract.envelope import Evaluation
+from sre_diag.errors import StopReason
 
 __all__ = [
     "Check",
@@ -50,7 +50,7 @@ class InvocationStatus(StrEnum):
 
 
 class CheckedTool(StrEnum):
-    """The tool a check called: the CONTRACTS §3 names (``plugin.tools.base.ToolName``'s
+    """The tool a check called: the CONTRACTS §3 names (``sre_diag.tools.base.ToolName``'s
     values; the contract sits below the tools, so it names them itself)."""
 
     LOOKUP_KNOWLEDGE = "lookup_knowledge"

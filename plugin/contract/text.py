@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugin.contract.draft import CitedEvidence, DiagnosisDraft
-from plugin.contract.result import Check, ExecutionResult, Outcome
-from plugin.errors import StopReason
+from sre_diag.contract.draft import CitedEvidence, DiagnosisDraft
+from sre_diag.contract.result import Check, ExecutionResult, Outcome
+from sre_diag.errors import StopReason
 
 __all__ = [
     "BLANK",

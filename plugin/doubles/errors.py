@@ -5,7 +5,7 @@ They are also ``AssertionError`` instances, so a test using a double fails with 
 
 from __future__ import annotations
 
-from plugin.errors import DiagError
+from sre_diag.errors import DiagError
 
 __all__ = ["ModelScriptError", "UnconsumedModelSteps", "UnexpectedModelCall"]
 

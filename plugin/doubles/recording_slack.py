@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from plugin.doubles.loopback import LoopbackServer
+from sre_diag.doubles.loopback import LoopbackServer
 
 __all__ = ["BOT_ID", "BOT_USER_ID", "RecordedCall", "RecordingSlackApi", "blocks_to_text"]
 

@@ -25,8 +25,8 @@ from typing import Any, ClassVar, Self
 
 from aiohttp import web
 
-from plugin.doubles.errors import ModelScriptError, UnconsumedModelSteps, UnexpectedModelCall
-from plugin.doubles.loopback import LoopbackServer
+from sre_diag.doubles.errors import ModelScriptError, UnconsumedModelSteps, UnexpectedModelCall
+from sre_diag.doubles.loopback import LoopbackServer
 
 __all__ = [
     "ModelScriptError",

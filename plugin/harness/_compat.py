@@ -4,7 +4,7 @@ The harness overrides two private hooks (the override must sit on the subclass; 
 the framework's own version through these functions). Each says what it relies on; each has a
 canary in ``tests/harness/test_compat_canaries.py`` that fails loudly when the installed library
 changes that private thing. The evidence tools' touches (aiomysql) are in
-``plugin.tools._compat`` (the tools import nothing of the harness).
+``sre_diag.tools._compat`` (the tools import nothing of the harness).
 """
 
 from __future__ import annotations

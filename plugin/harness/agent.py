@@ -8,10 +8,10 @@ The agent is LlamaIndex's own ``FunctionAgent`` loop (no planner, no second agen
 The tool definitions come in two variants, each built once per process: the default one (the
 pydantic Envelope schemas, bounds included) and, for an LLM with ``strict`` set
 (``DIAG_STRUCTURED_OUTPUT=json_schema``), the same Envelopes within OpenAI's strict subset
-(``plugin.contract.strict_schema``: every field required, optional ones nullable, no bounds). The
+(``sre_diag.contract.strict_schema``: every field required, optional ones nullable, no bounds). The
 Envelope parser accepts exactly what either permits and enforces the bounds.
 
-The descriptions are per run: they carry the catalogues (``plugin.harness.catalog``) and come from
+The descriptions are per run: they carry the catalogues (``sre_diag.harness.catalog``) and come from
 ``prompts/tools.<lang>.md``. A run's tools are the cached definitions with that run's
 descriptions (:func:`described_tools`: a shallow copy of the metadata sharing the cached schema,
 itself cached per set of descriptions), so the schemas are still generated once per process.
@@ -32,12 +32,12 @@ from llama_index.core.workflow import Context
 from llama_index.core.workflow.decorators import step
 from pydantic import PrivateAttr
 
-from plugin.contract.envelope import envelope_model
-from plugin.contract.prompts import prompt_set
-from plugin.contract.strict_schema import strict_schema
-from plugin.harness._compat import base_workflow_steps
-from plugin.harness.interceptor import INPUT_MODELS, ToolInterceptor
-from plugin.tools.base import ToolName
+from sre_diag.contract.envelope import envelope_model
+from sre_diag.contract.prompts import prompt_set
+from sre_diag.contract.strict_schema import strict_schema
+from sre_diag.harness._compat import base_workflow_steps
+from sre_diag.harness.interceptor import INPUT_MODELS, ToolInterceptor
+from sre_diag.tools.base import ToolName
 
 __all__ = ["DiagnosisAgent", "build_agent", "described_tools", "tool_definitions"]
 
@@ -67,7 +67,7 @@ class _FrozenToolMetadata(ToolMetadata):
 
     def to_openai_tool(self, skip_length_check: bool = True) -> dict[str, Any]:
         """The OpenAI tool spec; a catalogue may take the description past 1024 characters
-        (bounded by ``plugin.harness.catalog``), which LlamaIndex's own check would refuse."""
+        (bounded by ``sre_diag.harness.catalog``), which LlamaIndex's own check would refuse."""
         return super().to_openai_tool(skip_length_check=True)
 
     def described(self, description: str) -> _FrozenToolMetadata:
@@ -143,7 +143,7 @@ class DiagnosisAgent(FunctionAgent):
         over this pydantic model (~0.7 ms, 20+ times a run: the largest part of the per-run CPU
         the bench found besides the model client). The steps of an agent never change.
         """
-        # a private workflow hook: see plugin.harness._compat (and its canary)
+        # a private workflow hook: see sre_diag.harness._compat (and its canary)
         private = getattr(self, "__pydantic_private__", None)
         if private is None:  # during construction
             return base_workflow_steps(super())

@@ -1,7 +1,7 @@
 """What the harness needs from the audit: the port it hands finished runs to.
 
-The harness imports no audit code; ``plugin.audit.AuditTrail`` implements this protocol (it
-builds the record and writes it in the background) and ``plugin.wiring`` injects it.
+The harness imports no audit code; ``sre_diag.audit.AuditTrail`` implements this protocol (it
+builds the record and writes it in the background) and ``sre_diag.wiring`` injects it.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from plugin.contract.result import ExecutionResult
-    from plugin.harness.context import RunContext
+    from sre_diag.contract.result import ExecutionResult
+    from sre_diag.harness.context import RunContext
 
 __all__ = ["RunAudit"]
 

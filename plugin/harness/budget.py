@@ -1,13 +1,13 @@
 """Run budgets as a frozen value object, and the mutable usage they are checked against.
 
-Pure: the harness builds ``Budgets`` from the settings (``plugin.harness.run.budgets_from``).
+Pure: the harness builds ``Budgets`` from the settings (``sre_diag.harness.run.budgets_from``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from plugin.errors import BudgetStop, StopReason
+from sre_diag.errors import BudgetStop, StopReason
 
 __all__ = ["Budgets", "Usage"]
 

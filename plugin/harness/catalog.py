@@ -27,11 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugin.contract.prompts import ENTRIES_SLOT, PromptSet
-from plugin.log import log_failure
-from plugin.tools.base import MAX_SERVICES, ToolName
-from plugin.tools.plain import clean_entry
-from plugin.tools.schemas import SERVICE_NAME
+from sre_diag.contract.prompts import ENTRIES_SLOT, PromptSet
+from sre_diag.log import log_failure
+from sre_diag.tools.base import MAX_SERVICES, ToolName
+from sre_diag.tools.plain import clean_entry
+from sre_diag.tools.schemas import SERVICE_NAME
 
 __all__ = [
     "MAX_RUNBOOKS",

@@ -3,7 +3,7 @@
 ::
 
     RunContext
-    ├── state: RunState   what the run did (plugin.harness.state): identity, usage, rounds, ledger
+    ├── state: RunState   what the run did (sre_diag.harness.state): identity, usage, rounds, ledger
     └── deps:  RunDeps    what the run is given: budgets, hooks, clock, cancellation token
 
 Hooks see only the state.
@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from plugin.errors import BudgetStop, StopReason
-from plugin.harness.budget import Budgets
-from plugin.harness.hooks import HookSet
-from plugin.harness.state import RunState, new_run_id
+from sre_diag.errors import BudgetStop, StopReason
+from sre_diag.harness.budget import Budgets
+from sre_diag.harness.hooks import HookSet
+from sre_diag.harness.state import RunState, new_run_id
 
 __all__ = ["RunContext", "RunDeps", "new_run_id"]
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from plugin.contract.envelope import Evaluation
-from plugin.errors import CollectionStopped, RunStop, StopReason
-from plugin.harness.ledger import Invocation
-from plugin.tools.base import ToolName
+from sre_diag.contract.envelope import Evaluation
+from sre_diag.errors import CollectionStopped, RunStop, StopReason
+from sre_diag.harness.ledger import Invocation
+from sre_diag.tools.base import ToolName
 
 __all__ = ["AFTER_STOP_REQUIRED", "Consumed", "Decision", "Execute", "Respond", "Stop"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from plugin.errors import RunError
+from sre_diag.errors import RunError
 
 __all__ = ["OversizedResponse"]
 

@@ -12,13 +12,13 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from plugin.log import log_failure
+from sre_diag.log import log_failure
 
 if TYPE_CHECKING:
-    from plugin.contract.result import ExecutionResult
-    from plugin.harness.ledger import Invocation
-    from plugin.harness.state import ModelRound, RunState
-    from plugin.tools.base import ToolName
+    from sre_diag.contract.result import ExecutionResult
+    from sre_diag.harness.ledger import Invocation
+    from sre_diag.harness.state import ModelRound, RunState
+    from sre_diag.tools.base import ToolName
 
 __all__ = ["HookSet", "StepHook"]
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from plugin.contract.envelope import (
+from sre_diag.contract.envelope import (
     MAX_TOOL_CALL_ID_CHARS,
     Envelope,
     EnvelopeError,
@@ -42,7 +42,7 @@ from plugin.contract.envelope import (
     PreviousObservation,
     parse_envelope,
 )
-from plugin.contract.observations import (
+from sre_diag.contract.observations import (
     ID_MISSING,
     ID_REUSED,
     ID_TOO_LONG,
@@ -55,10 +55,10 @@ from plugin.contract.observations import (
     stop_required_bound,
     stop_required_observation,
 )
-from plugin.contract.prompts import prompt_set
-from plugin.errors import StopReason
-from plugin.harness.context import RunContext
-from plugin.harness.decisions import (
+from sre_diag.contract.prompts import prompt_set
+from sre_diag.errors import StopReason
+from sre_diag.harness.context import RunContext
+from sre_diag.harness.decisions import (
     AFTER_STOP_REQUIRED,
     Consumed,
     Decision,
@@ -66,7 +66,7 @@ from plugin.harness.decisions import (
     Respond,
     Stop,
 )
-from plugin.harness.ledger import (
+from sre_diag.harness.ledger import (
     CANCELLED,
     HarnessCode,
     Invocation,
@@ -74,8 +74,8 @@ from plugin.harness.ledger import (
     InvocationStatus,
     next_streak,
 )
-from plugin.log import log_failure
-from plugin.tools.base import (
+from sre_diag.log import log_failure
+from sre_diag.tools.base import (
     AdapterCall,
     AdapterErrorCode,
     AdapterResult,
@@ -84,7 +84,7 @@ from plugin.tools.base import (
     Ready,
     ToolName,
 )
-from plugin.tools.schemas import KnowledgeInput, LogsInput, MysqlInput
+from sre_diag.tools.schemas import KnowledgeInput, LogsInput, MysqlInput
 
 __all__ = ["INPUT_MODELS", "ToolInterceptor"]
 

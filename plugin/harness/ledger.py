@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from plugin.contract.envelope import Evaluation
-from plugin.contract.observations import RejectCode
-from plugin.contract.result import Check, CheckedTool, InvocationStatus, ProgressSnapshot
-from plugin.errors import StopReason
-from plugin.tools.base import AdapterErrorCode, ToolName
+from sre_diag.contract.envelope import Evaluation
+from sre_diag.contract.observations import RejectCode
+from sre_diag.contract.result import Check, CheckedTool, InvocationStatus, ProgressSnapshot
+from sre_diag.errors import StopReason
+from sre_diag.tools.base import AdapterErrorCode, ToolName
 
 __all__ = [
     "CANCELLED",

@@ -23,7 +23,7 @@ text, in a worker thread that neither the deadline nor a cancel can stop.
 (The instrumentation dispatcher swallows handler exceptions, so it could not enforce anything.)
 
 ``model_http_client`` is the one pooled HTTP client the model requests of a process go through
-(``plugin.http_bounds``): each answer is read whole, decoded, within ``answer_cap`` (4 MB with
+(``sre_diag.http_bounds``): each answer is read whole, decoded, within ``answer_cap`` (4 MB with
 the default settings) and within ``DIAG_MODEL_TIMEOUT_SECONDS`` from the request's start to its
 last byte. An endpoint streaming gigabytes ends the run ``MODEL_ERROR OVERSIZED_RESPONSE``
 after a few MB; one trickling bytes ends it ``MODEL_ERROR TIMEOUT`` (or the run's deadline
@@ -44,12 +44,12 @@ from llama_index.core.callbacks.schema import CBEventType, EventPayload
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.llms.openai import OpenAI
 
-from plugin.contract.draft import draft_strict_schema
-from plugin.harness._compat import base_prepare_chat_with_tools
-from plugin.harness.context import RunContext
-from plugin.harness.errors import OversizedResponse
-from plugin.harness.state import ModelRound, RoundOutcome
-from plugin.http_bounds import bounded_client, take_tls_context
+from sre_diag.contract.draft import draft_strict_schema
+from sre_diag.harness._compat import base_prepare_chat_with_tools
+from sre_diag.harness.context import RunContext
+from sre_diag.harness.errors import OversizedResponse
+from sre_diag.harness.state import ModelRound, RoundOutcome
+from sre_diag.http_bounds import bounded_client, take_tls_context
 
 __all__ = [
     "DRAFT_SCHEMA_NAME",
@@ -116,7 +116,7 @@ class DiagnosisLLM(OpenAI):
         return selections
 
     def _prepare_chat_with_tools(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        # a private LlamaIndex hook: see plugin.harness._compat (and its canary)
+        # a private LlamaIndex hook: see sre_diag.harness._compat (and its canary)
         prepared = base_prepare_chat_with_tools(super(), *args, **kwargs)
         if prepared.get("tools"):
             prepared["parallel_tool_calls"] = False

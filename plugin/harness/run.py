@@ -5,7 +5,7 @@ RunContext, ONE FunctionAgent with its gated LLM and interceptor, runs it once â
 agent or of any model call â€” under the deadline and the cancellation token, and classifies the
 end: a strictly parsed Draft, a controlled stop, or a closed failure. Every run that started
 gets an audit record, whatever ends it: the run is handed to the harness's ``RunAudit`` port
-(``plugin.audit.AuditTrail``, injected by ``plugin.wiring``) and its record is written AFTER
+(``sre_diag.audit.AuditTrail``, injected by ``sre_diag.wiring``) and its record is written AFTER
 ``diagnose`` returns, so a slow or broken sink never delays the answer.
 Callers await ``drain_audit`` (or ``aclose``, which drains) before they exit, each bounded.
 """
@@ -27,31 +27,31 @@ import openai
 from llama_index.core.agent.workflow import AgentOutput
 from workflows.handler import WorkflowHandler
 
-from plugin.contract.draft import DraftDefect, DraftRejected, parse_draft
-from plugin.contract.prompts import prompt_set
-from plugin.contract.request import DiagnosisRequest, InputLimits, model_input
-from plugin.contract.result import (
+from sre_diag.contract.draft import DraftDefect, DraftRejected, parse_draft
+from sre_diag.contract.prompts import prompt_set
+from sre_diag.contract.request import DiagnosisRequest, InputLimits, model_input
+from sre_diag.contract.result import (
     ExecutionResult,
     Failure,
     FailureCode,
     Outcome,
     UsageReport,
 )
-from plugin.errors import BudgetStop, RunStop, StopReason
-from plugin.harness.agent import build_agent
-from plugin.harness.audit_port import RunAudit
-from plugin.harness.budget import Budgets
-from plugin.harness.catalog import Catalogues
-from plugin.harness.context import RunContext
-from plugin.harness.hooks import HookSet, StepHook
-from plugin.harness.interceptor import ToolInterceptor
-from plugin.harness.memory import run_memory
-from plugin.harness.model import OversizedResponse, build_llm, model_http_client
-from plugin.harness.state import RoundOutcome, new_run_id
-from plugin.http_bounds import AnswerTooLarge
-from plugin.log import bind_run_id, log_failure
-from plugin.settings import Settings
-from plugin.tools.base import EvidenceAdapter, ToolName
+from sre_diag.errors import BudgetStop, RunStop, StopReason
+from sre_diag.harness.agent import build_agent
+from sre_diag.harness.audit_port import RunAudit
+from sre_diag.harness.budget import Budgets
+from sre_diag.harness.catalog import Catalogues
+from sre_diag.harness.context import RunContext
+from sre_diag.harness.hooks import HookSet, StepHook
+from sre_diag.harness.interceptor import ToolInterceptor
+from sre_diag.harness.memory import run_memory
+from sre_diag.harness.model import OversizedResponse, build_llm, model_http_client
+from sre_diag.harness.state import RoundOutcome, new_run_id
+from sre_diag.http_bounds import AnswerTooLarge
+from sre_diag.log import bind_run_id, log_failure
+from sre_diag.settings import Settings
+from sre_diag.tools.base import EvidenceAdapter, ToolName
 
 __all__ = ["Harness", "budgets_from"]
 
@@ -75,7 +75,7 @@ class Harness:
     settings: Settings
     adapters: Mapping[ToolName, EvidenceAdapter[Any]]
     audit: RunAudit
-    """Where every finished run goes (``plugin.audit.AuditTrail``)."""
+    """Where every finished run goes (``sre_diag.audit.AuditTrail``)."""
     http_client: httpx.AsyncClient | None = None
     model_connections: int = 100
     """The model HTTP pool's size (a worker sizes it to ``DIAG_MAX_CONCURRENT_RUNS``)."""
@@ -139,7 +139,7 @@ class Harness:
 
         ``run_id``: the id the caller already gave the run (a queued job's), else a new one.
         ``audit_gate``: asked once the run ended; False means another process owns the run's
-        outcome now (a fenced worker, see ``plugin.slack.fence``) and this run writes no audit
+        outcome now (a fenced worker, see ``sre_diag.slack.fence``) and this run writes no audit
         record.
         """
         if request.asked_at is None:
@@ -411,7 +411,7 @@ def _classify_failure(ctx: RunContext, exc: BaseException) -> tuple[FailureCode,
 
 
 def _refused_by_http_client(chain: Sequence[BaseException]) -> str:
-    """The detail of an answer the model HTTP client itself refused (``plugin.http_bounds``;
+    """The detail of an answer the model HTTP client itself refused (``sre_diag.http_bounds``;
     the SDK wraps it as a connection error), or ''."""
     if any(isinstance(item, AnswerTooLarge) for item in chain):
         return "OVERSIZED_RESPONSE"

@@ -1,7 +1,7 @@
 """RunState: what one run has done so far — identity, timing, usage, rounds, ledger.
 
 The run's dependencies (budgets, hooks, clock, cancellation) live apart, in
-``plugin.harness.context.RunDeps`` (as pydantic-ai's ``GraphAgentState`` / ``GraphAgentDeps``).
+``sre_diag.harness.context.RunDeps`` (as pydantic-ai's ``GraphAgentState`` / ``GraphAgentDeps``).
 Hooks and the audit record read this state; nothing here imports the hooks.
 """
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from plugin.errors import StopReason
-from plugin.harness.budget import Usage
-from plugin.harness.ledger import InvocationLedger
+from sre_diag.errors import StopReason
+from sre_diag.harness.budget import Usage
+from sre_diag.harness.ledger import InvocationLedger
 
 __all__ = ["ModelRound", "RoundOutcome", "RunState", "new_run_id"]
 

@@ -3,13 +3,13 @@
 In the repository they stay at the top level (``prompts/``, ``examples/incident/``,
 ``examples/evals/``, ``examples/slack/``, ``manifest.yaml``, ``manifest.http.yaml``); the build
 maps them into this package (``[tool.setuptools.package-dir]`` in pyproject:
-``plugin.resources.prompts`` is ``prompts/``, ``plugin.resources.incident`` is
-``examples/incident/``, ``plugin.resources.evals`` is ``examples/evals/``,
-``plugin.resources.slack`` is ``examples/slack/``; the manifests here link to the top-level
+``sre_diag.resources.prompts`` is ``prompts/``, ``sre_diag.resources.incident`` is
+``examples/incident/``, ``sre_diag.resources.evals`` is ``examples/evals/``,
+``sre_diag.resources.slack`` is ``examples/slack/``; the manifests here link to the top-level
 files), so a wheel, an sdist build and the editable install all find them through
 ``importlib.resources``, never through a path relative to the source tree.
-``python -m plugin.resources NAME`` prints where one of them is installed (for shell use:
-``sre-diag eval --replay "$(python -m plugin.resources evals)"``).
+``python -m sre_diag.resources NAME`` prints where one of them is installed (for shell use:
+``sre-diag eval --replay "$(python -m sre_diag.resources evals)"``).
 
 The bundled incident is demo data: only ``demo`` (and ``eval``) point the tools at it. Unset
 ``DIAG_KNOWLEDGE_DIR`` / ``DIAG_LOGS_SOURCE`` mean ``NOT_CONFIGURED``, never the demo data.
@@ -34,10 +34,10 @@ __all__ = [
     "sample_slack_event",
 ]
 
-_PROMPTS = "plugin.resources.prompts"
-_INCIDENT = "plugin.resources.incident"
-_EVALS = "plugin.resources.evals"
-_SLACK = "plugin.resources.slack"
+_PROMPTS = "sre_diag.resources.prompts"
+_INCIDENT = "sre_diag.resources.incident"
+_EVALS = "sre_diag.resources.evals"
+_SLACK = "sre_diag.resources.slack"
 
 
 def _on_disk(resource: Traversable, what: str) -> Path:

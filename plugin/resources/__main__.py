@@ -1,4 +1,4 @@
-"""``python -m plugin.resources NAME``: where the installed package keeps one of its data sets.
+"""``python -m sre_diag.resources NAME``: where the installed package keeps one of its data sets.
 
 Prints one absolute path: ``evals`` (the bundled eval suite), ``slack-event`` (the sample
 Slack event envelope), ``incident`` (the demo incident), ``knowledge`` and ``logs`` (its
@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from plugin.resources import (
+from sre_diag.resources import (
     BUNDLED_INCIDENT,
     BUNDLED_KNOWLEDGE,
     BUNDLED_LOGS,
@@ -39,7 +39,7 @@ PATHS: dict[str, Callable[[], Path]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     names = list(sys.argv[1:] if argv is None else argv)
     if len(names) != 1 or names[0] not in PATHS:
-        sys.stderr.write(f"usage: python -m plugin.resources {{{','.join(PATHS)}}}\n")
+        sys.stderr.write(f"usage: python -m sre_diag.resources {{{','.join(PATHS)}}}\n")
         return 2
     sys.stdout.write(f"{PATHS[names[0]]()}\n")
     return 0

@@ -19,7 +19,7 @@ from enum import StrEnum
 
 from aiohttp import web
 
-from plugin.slack.metrics import CONTENT_TYPE, Metrics
+from sre_diag.slack.metrics import CONTENT_TYPE, Metrics
 
 __all__ = [
     "OpsServer",

@@ -1,4 +1,4 @@
-"""``python -m plugin serve``: a standalone Slack app with this plugin mounted (CONTRACTS §8).
+"""``python -m sre_diag serve``: a standalone Slack app with this plugin mounted (CONTRACTS §8).
 
 Socket Mode (``AsyncSocketModeHandler``) when ``SLACK_APP_TOKEN`` is set and ``--http`` is not
 given; otherwise HTTP mode on ``--port`` at ``/slack/events`` with signature verification.
@@ -23,7 +23,7 @@ stops taking events, drains the runs in flight (each ends by its own deadline; p
 deadline plus 5 s they are cancelled and still post their outcome) and exits 0.
 
 ``--workers N`` (needs ``DIAG_REDIS_URL``): the front only gates, acknowledges, posts the status
-message and queues the run on Redis (``plugin.slack.jobs``); N local ``sre-diag worker``
+message and queues the run on Redis (``sre_diag.slack.jobs``); N local ``sre-diag worker``
 processes started beside it run the diagnoses (``--workers 0``: the workers run elsewhere); one
 that exits on its own (killed, OOM) is started again (after 1 s, up to 30 s while it keeps
 dying). On SIGTERM the front stops taking events, then SIGTERMs its workers, which drain their
@@ -50,10 +50,10 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.aio import stop_task, stop_tasks, stopping
-from plugin.errors import ConfigError
-from plugin.log import failure_reason, log_failure
-from plugin.service.ops import (
+from sre_diag.aio import stop_task, stop_tasks, stopping
+from sre_diag.errors import ConfigError
+from sre_diag.log import failure_reason, log_failure
+from sre_diag.service.ops import (
     OpsServer,
     OpsState,
     Readiness,
@@ -61,12 +61,12 @@ from plugin.service.ops import (
     restore_signals,
     stop_on_signals,
 )
-from plugin.settings import Settings
-from plugin.slack import PluginHandle, register, require_admin_channels
-from plugin.slack.jobs import DEFAULT_STREAM, JobQueue, QueueDepth
-from plugin.slack.posting import slack_error_code
-from plugin.slack.state import connect_redis
-from plugin.wiring import warm_up
+from sre_diag.settings import Settings
+from sre_diag.slack import PluginHandle, register, require_admin_channels
+from sre_diag.slack.jobs import DEFAULT_STREAM, JobQueue, QueueDepth
+from sre_diag.slack.posting import slack_error_code
+from sre_diag.slack.state import connect_redis
+from sre_diag.wiring import warm_up
 
 __all__ = [
     "CONNECT_TIMEOUT_SECONDS",
@@ -385,7 +385,7 @@ class _Front:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "plugin",
+            "sre_diag",
             "worker",
             "--front-pid",
             str(os.getpid()),

@@ -1,12 +1,12 @@
 """``sre-diag worker``: runs the diagnoses the Slack front queued (CONTRACTS §1).
 
-A worker takes jobs from the run queue (``plugin.slack.jobs``) while it has a free slot
+A worker takes jobs from the run queue (``sre_diag.slack.jobs``) while it has a free slot
 (``DIAG_MAX_CONCURRENT_RUNS``; its model HTTP pool has that many connections), runs each with the
 same ``RunManager`` logic as an in-process run (status updates in the message the front posted,
 the answer and its plain fallback, thread leases renewed in Redis, Cancel through Redis) and
 acknowledges a job once its thread got its answer.
 
-A job is taken with its fencing token (``plugin.slack.fence``): the run's progress updates,
+A job is taken with its fencing token (``sre_diag.slack.fence``): the run's progress updates,
 answer, fallback and audit record are conditional on it, so a worker that stalled past the claim
 time and wakes after another worker claimed its job posts nothing more (its run is cancelled).
 Every third of ``DIAG_JOB_CLAIM_SECONDS`` (at most every 10 s) it touches the jobs it still holds
@@ -33,15 +33,15 @@ import uuid
 from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.aio import stop_task, stop_tasks, stopping
-from plugin.errors import ConfigError
-from plugin.log import log_failure
-from plugin.settings import Settings
-from plugin.slack import add_retry_handlers
-from plugin.slack.job_entry import Job, Poison
-from plugin.slack.jobs import DEFAULT_STREAM, JobQueue, Taken
-from plugin.slack.runs import DEFAULT_LOCK_TTL_SECONDS, RunManager
-from plugin.slack.state import RedisState, connect_redis
+from sre_diag.aio import stop_task, stop_tasks, stopping
+from sre_diag.errors import ConfigError
+from sre_diag.log import log_failure
+from sre_diag.settings import Settings
+from sre_diag.slack import add_retry_handlers
+from sre_diag.slack.job_entry import Job, Poison
+from sre_diag.slack.jobs import DEFAULT_STREAM, JobQueue, Taken
+from sre_diag.slack.runs import DEFAULT_LOCK_TTL_SECONDS, RunManager
+from sre_diag.slack.state import RedisState, connect_redis
 
 __all__ = ["Worker", "heartbeat_seconds", "run_worker"]
 
@@ -76,7 +76,7 @@ class Worker:
         status_interval_seconds: float = 1.0,
         lock_ttl_seconds: float = DEFAULT_LOCK_TTL_SECONDS,
     ) -> None:
-        from plugin.wiring import build_harness
+        from sre_diag.wiring import build_harness
 
         redis_url, token = _check(settings)
         self.settings = settings
@@ -171,7 +171,7 @@ class Worker:
         """Load the framework's lazy parts and the runbook index before the first job (off the
         loop: a first run would otherwise stall the heartbeats of the others for seconds);
         False when stopped first. A failure here is logged: the runs report it themselves."""
-        from plugin.wiring import warm_up
+        from sre_diag.wiring import warm_up
 
         warming = asyncio.create_task(warm_up(self.manager.harness), name="diag-worker-warm-up")
         stopped = asyncio.create_task(stop.wait())

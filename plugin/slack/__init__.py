@@ -3,7 +3,7 @@
 ::
 
     app = AsyncApp(token=..., signing_secret=...)
-    handle = plugin.slack.register(app)        # or plugin.register(app)
+    handle = sre_diag.slack.register(app)        # or sre_diag.register(app)
     ...
     await handle.drain()                        # on shutdown: finish runs, post their outcome
     await handle.close()
@@ -15,15 +15,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from plugin.slack.listeners import REPLAY_CALLBACK_ID
-    from plugin.slack.messages import DIAGNOSE_CALLBACK_ID
-    from plugin.slack.mount import (
+    from sre_diag.slack.listeners import REPLAY_CALLBACK_ID
+    from sre_diag.slack.messages import DIAGNOSE_CALLBACK_ID
+    from sre_diag.slack.mount import (
         PluginHandle,
         add_retry_handlers,
         register,
         require_admin_channels,
     )
-    from plugin.slack.progress import StatusBudget
+    from sre_diag.slack.progress import StatusBudget
 
 __all__ = [
     "DIAGNOSE_CALLBACK_ID",
@@ -36,16 +36,16 @@ __all__ = [
 ]
 
 # Where each public name lives. They are imported on first use, so importing one module of the
-# package (``plugin.slack.metrics`` for the ops endpoints, ``plugin.slack.gate``) does not load
+# package (``sre_diag.slack.metrics`` for the ops endpoints, ``sre_diag.slack.gate``) does not load
 # the harness and LlamaIndex behind ``register``.
 _HOMES = {
-    "DIAGNOSE_CALLBACK_ID": "plugin.slack.messages",
-    "REPLAY_CALLBACK_ID": "plugin.slack.listeners",
-    "PluginHandle": "plugin.slack.mount",
-    "StatusBudget": "plugin.slack.progress",
-    "add_retry_handlers": "plugin.slack.mount",
-    "register": "plugin.slack.mount",
-    "require_admin_channels": "plugin.slack.mount",
+    "DIAGNOSE_CALLBACK_ID": "sre_diag.slack.messages",
+    "REPLAY_CALLBACK_ID": "sre_diag.slack.listeners",
+    "PluginHandle": "sre_diag.slack.mount",
+    "StatusBudget": "sre_diag.slack.progress",
+    "add_retry_handlers": "sre_diag.slack.mount",
+    "register": "sre_diag.slack.mount",
+    "require_admin_channels": "sre_diag.slack.mount",
 }
 
 

@@ -21,7 +21,7 @@ listed. Slack sets ``bot_id`` and no one can forge it; a person's message (no ``
 is an alert, whatever its ``username``, ``bot_profile`` or text say.
 
 **The cooldown key** of an alert is its Query with every line masked as ``patterns`` masks a
-log message (``plugin.tools.logs.summary.message_pattern``): numbers, durations, hosts, ids and
+log message (``sre_diag.tools.logs.summary.message_pattern``): numbers, durations, hosts, ids and
 quoted values become ``<*>``, so alerts that differ only in those match.
 """
 
@@ -32,8 +32,8 @@ from collections.abc import Collection, Iterator, Mapping
 from enum import StrEnum
 from typing import Any
 
-from plugin.slack.gate import slack_ts
-from plugin.tools.logs.summary import message_pattern
+from sre_diag.slack.gate import slack_ts
+from sre_diag.tools.logs.summary import message_pattern
 
 __all__ = [
     "AlertIgnore",

@@ -9,24 +9,24 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from plugin.contract.result import ExecutionResult
-from plugin.harness.run import Harness
-from plugin.log import log_failure
-from plugin.settings import Settings
-from plugin.slack.evidence import (
+from sre_diag.contract.result import ExecutionResult
+from sre_diag.harness.run import Harness
+from sre_diag.log import log_failure
+from sre_diag.settings import Settings
+from sre_diag.slack.evidence import (
     EvidenceCollector,
     EvidenceRecord,
     evidence_key,
     evidence_record,
 )
-from plugin.slack.fence import Fence
-from plugin.slack.links import LinkMaker
-from plugin.slack.posting import failure_name, say
-from plugin.slack.render import AnswerExtras, render_result
-from plugin.slack.run_request import RunRequest
-from plugin.slack.state import SharedState
-from plugin.slack.turns import turn_metadata
-from plugin.slack.wording import Posted, fallback_text, refusal_of
+from sre_diag.slack.fence import Fence
+from sre_diag.slack.links import LinkMaker
+from sre_diag.slack.posting import failure_name, say
+from sre_diag.slack.render import AnswerExtras, render_result
+from sre_diag.slack.run_request import RunRequest
+from sre_diag.slack.state import SharedState
+from sre_diag.slack.turns import turn_metadata
+from sre_diag.slack.wording import Posted, fallback_text, refusal_of
 
 __all__ = ["AnswerPoster"]
 

@@ -28,9 +28,9 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from plugin.contract.text import EvidenceCheck, evidence_lines, one_line
-from plugin.slack.links import Link, safe_url
-from plugin.slack.mrkdwn import (
+from sre_diag.contract.text import EvidenceCheck, evidence_lines, one_line
+from sre_diag.slack.links import Link, safe_url
+from sre_diag.slack.mrkdwn import (
     BLANK_MARK,
     ID_MAX,
     IDENT,
@@ -248,7 +248,7 @@ def _evidence_check_blocks(check: EvidenceCheck, max_blocks: int, max_chars: int
 
 
 def _links_block(links: Sequence[Link]) -> ContextBlock | None:
-    """A check's links to its source (ours: ``plugin.slack.links``), labels escaped."""
+    """A check's links to its source (ours: ``sre_diag.slack.links``), labels escaped."""
     parts = [
         f"<{link.url.replace('&', '&amp;')}|{fit(link.label, _LABEL_MAX)}>"
         for link in links[:CONTEXT_ELEMENTS_MAX]

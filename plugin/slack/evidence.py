@@ -8,7 +8,7 @@ the answer cites (for a stop or a failure: its READY checks) in the shared state
 They never enter the audit record.
 
 With ``DIAG_GRAFANA_URL`` / ``DIAG_RUNBOOK_URL`` set, the record also keeps each check's links
-to its source (``plugin.slack.links``), built from the check's typed input and our adapter's
+to its source (``sre_diag.slack.links``), built from the check's typed input and our adapter's
 output when the answer is posted.
 """
 
@@ -19,16 +19,16 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from plugin.contract.result import ExecutionResult
-from plugin.contract.text import EvidenceCheck
-from plugin.harness.hooks import StepHook
-from plugin.harness.ledger import InvocationStatus
-from plugin.log import log_failure
-from plugin.slack.links import Link, LinkMaker, dump_links, load_links
+from sre_diag.contract.result import ExecutionResult
+from sre_diag.contract.text import EvidenceCheck
+from sre_diag.harness.hooks import StepHook
+from sre_diag.harness.ledger import InvocationStatus
+from sre_diag.log import log_failure
+from sre_diag.slack.links import Link, LinkMaker, dump_links, load_links
 
 if TYPE_CHECKING:
-    from plugin.harness.ledger import Invocation
-    from plugin.harness.state import RunState
+    from sre_diag.harness.ledger import Invocation
+    from sre_diag.harness.state import RunState
 
 __all__ = [
     "EvidenceCollector",
@@ -118,7 +118,7 @@ class EvidenceRecord:
         self.thread_ts = thread_ts
         self.checks = checks
         self.links = links or {}
-        """Each check's links to its source, by tool call id (see ``plugin.slack.links``)."""
+        """Each check's links to its source, by tool call id (see ``sre_diag.slack.links``)."""
 
     def dumps(self) -> str:
         return json.dumps(

@@ -1,7 +1,7 @@
 """Feedback on answers: 👍 / 👎 per user (one vote, changeable), a 👎 with an optional reason.
 
 Each vote cast or changed is one audit record of kind ``feedback`` (run id, user id, vote,
-reason, time), handed to the harness's :class:`~plugin.audit.AuditWriter` (bounded, written off
+reason, time), handed to the harness's :class:`~sre_diag.audit.AuditWriter` (bounded, written off
 the answer path), and counted in ``diag_feedback_total{vote}``. The vote itself lives in the
 shared state (scoped like every key), so a second click on the same vote, on any replica, writes
 nothing. The reason comes from a modal (``views.open`` with the click's ``trigger_id``); it is
@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from plugin.audit.record import MAX_FEEDBACK_REASON_CHARS, feedback_record
-from plugin.contract.text import one_line
-from plugin.harness.audit_port import RunAudit
-from plugin.slack.state import SharedState
+from sre_diag.audit.record import MAX_FEEDBACK_REASON_CHARS, feedback_record
+from sre_diag.contract.text import one_line
+from sre_diag.harness.audit_port import RunAudit
+from sre_diag.slack.state import SharedState
 
 __all__ = [
     "FEEDBACK_VIEW_ID",

@@ -36,8 +36,8 @@ from typing import Any, Protocol, TypeVar
 
 from redis.asyncio import Redis
 
-from plugin.aio import stopping
-from plugin.log import log_failure
+from sre_diag.aio import stopping
+from sre_diag.log import log_failure
 
 __all__ = [
     "FENCE_TTL_SECONDS",

@@ -10,13 +10,13 @@ never a crash, never harm to the other entries of its batch. Fields a newer fron
 tolerated and logged; a newer major ``version`` is refused visibly (dead-lettered, answered).
 
 Optional fields added within a version keep a default, so both directions work while a
-deployment rolls: ``run_trigger`` (what started the run, ``plugin.audit.trigger``) was added in
+deployment rolls: ``run_trigger`` (what started the run, ``sre_diag.audit.trigger``) was added in
 version 1 — a worker that predates it logs it as unknown and runs the job (its audit record
 then has no trigger), and a job from a front that predates it is read as ``mention`` (or
 ``replay`` when ``replay`` is set). Only a change an older worker would get wrong bumps
 :data:`JOB_VERSION`.
 
-The queue itself (delivery, ownership, heartbeat, recovery, trimming) is ``plugin.slack.jobs``.
+The queue itself (delivery, ownership, heartbeat, recovery, trimming) is ``sre_diag.slack.jobs``.
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from plugin.audit.trigger import Trigger
-from plugin.contract.request import (
+from sre_diag.audit.trigger import Trigger
+from sre_diag.contract.request import (
     PreviousTurn,
     format_asked_at,
     parse_asked_at,
     parse_previous_turn,
 )
-from plugin.slack.fence import text
+from sre_diag.slack.fence import text
 
 __all__ = ["JOB_VERSION", "Job", "Poison", "parse_entry"]
 

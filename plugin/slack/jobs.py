@@ -1,10 +1,10 @@
 """The run queue on a Redis Stream (consumer group ``workers``): the Slack front enqueues the
 frozen request of a run, ``sre-diag worker`` processes consume it.
 
-The entries are ``plugin.slack.job_entry`` (a :class:`Job` as JSON, read strictly; a
+The entries are ``sre_diag.slack.job_entry`` (a :class:`Job` as JSON, read strictly; a
 :class:`Poison` is acknowledged, dead-lettered with its reason and answered in its thread).
 
-Delivery is at least once; the final answer is exactly one (``plugin.slack.fence``): a worker
+Delivery is at least once; the final answer is exactly one (``sre_diag.slack.fence``): a worker
 reads only as many entries as it has free slots and becomes each job's owner with
 :meth:`JobQueue.take` (which also refuses a job that was answered already, so a redelivered
 entry never runs twice). While a job runs, its worker's heartbeat (:meth:`JobQueue.touch`) resets
@@ -35,8 +35,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from plugin.log import log_failure
-from plugin.slack.fence import (
+from sre_diag.log import log_failure
+from sre_diag.slack.fence import (
     FENCE_TTL_SECONDS,
     RunFence,
     Takeover,
@@ -45,7 +45,7 @@ from plugin.slack.fence import (
     takeover,
     text,
 )
-from plugin.slack.job_entry import Job, Poison, parse_entry
+from sre_diag.slack.job_entry import Job, Poison, parse_entry
 
 __all__ = [
     "DEFAULT_STREAM",

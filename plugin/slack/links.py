@@ -2,7 +2,7 @@
 Explore with the same LogQL and window, a cited runbook section opens at its page and heading.
 
 Links are built only from our own typed inputs and settings, never from model text: the LogQL
-is :func:`plugin.tools.logs.build_logql` of the check's validated ``query_logs`` input (what the
+is :func:`sre_diag.tools.logs.build_logql` of the check's validated ``query_logs`` input (what the
 adapter sent to Loki), the window is that input's ``start`` / ``end``; a runbook link is the
 ``DIAG_RUNBOOK_URL`` template filled with the section's path and heading as our knowledge
 adapter returned them, each percent-encoded. Every URL is ASCII without spaces, ``<``, ``>`` or
@@ -31,11 +31,11 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 
-from plugin.log import log_failure
-from plugin.settings import Settings
-from plugin.tools.logs import build_logql
-from plugin.tools.runbooks import HEADING_SEPARATOR, heading_chains, read_runbook
-from plugin.tools.schemas import LogsInput
+from sre_diag.log import log_failure
+from sre_diag.settings import Settings
+from sre_diag.tools.logs import build_logql
+from sre_diag.tools.runbooks import HEADING_SEPARATOR, heading_chains, read_runbook
+from sre_diag.tools.schemas import LogsInput
 
 __all__ = [
     "Link",

@@ -28,34 +28,34 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.contract.request import slack_ts_moment
-from plugin.log import log_failure
-from plugin.settings import Settings
-from plugin.slack.blocks import (
+from sre_diag.contract.request import slack_ts_moment
+from sre_diag.log import log_failure
+from sre_diag.settings import Settings
+from sre_diag.slack.blocks import (
     CANCEL_ACTION_ID,
     EVIDENCE_ACTION_ID,
     FEEDBACK_DOWN_ACTION_ID,
     FEEDBACK_UP_ACTION_ID,
     render_evidence,
 )
-from plugin.slack.feedback import (
+from sre_diag.slack.feedback import (
     FEEDBACK_VIEW_ID,
     FeedbackDesk,
     ReasonRequest,
     reason_modal,
     submitted_reason,
 )
-from plugin.slack.gate import (
+from sre_diag.slack.gate import (
     IgnoreReason,
     gate_mention,
     malformed_detail,
     own_mention_removed,
     slack_ts,
 )
-from plugin.slack.metrics import EventResult
-from plugin.slack.run_request import RunRequest
-from plugin.slack.runs import RunManager
-from plugin.slack.turns import find_recorded_input, latest_turn
+from sre_diag.slack.metrics import EventResult
+from sre_diag.slack.run_request import RunRequest
+from sre_diag.slack.runs import RunManager
+from sre_diag.slack.turns import find_recorded_input, latest_turn
 
 __all__ = ["REPLAY_CALLBACK_ID", "Listeners", "request_scope"]
 

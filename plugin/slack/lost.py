@@ -13,23 +13,23 @@ from typing import Final
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.aio import shielded
-from plugin.audit.trigger import run_triggered
-from plugin.contract.result import ExecutionResult
-from plugin.harness.hooks import StepHook
-from plugin.harness.run import Harness
-from plugin.settings import Settings
-from plugin.slack.answers import AnswerPoster
-from plugin.slack.evidence import EvidenceCollector
-from plugin.slack.fence import Fence, TakeoverVerdict
-from plugin.slack.job_entry import Job, Poison
-from plugin.slack.jobs import JobQueue
-from plugin.slack.posting import failure_name, final_status, say
-from plugin.slack.render import QUEUE_LOST_DETAIL, WORKER_LOST_DETAIL
-from plugin.slack.run_request import RunRequest, job_request, session_id, trigger
-from plugin.slack.state import Lease, SharedState
-from plugin.slack.turns import answered_in_thread
-from plugin.slack.wording import LOST_NOTE, POISON, POISON_NOTE, QUEUE_LOST_NOTE
+from sre_diag.aio import shielded
+from sre_diag.audit.trigger import run_triggered
+from sre_diag.contract.result import ExecutionResult
+from sre_diag.harness.hooks import StepHook
+from sre_diag.harness.run import Harness
+from sre_diag.settings import Settings
+from sre_diag.slack.answers import AnswerPoster
+from sre_diag.slack.evidence import EvidenceCollector
+from sre_diag.slack.fence import Fence, TakeoverVerdict
+from sre_diag.slack.job_entry import Job, Poison
+from sre_diag.slack.jobs import JobQueue
+from sre_diag.slack.posting import failure_name, final_status, say
+from sre_diag.slack.render import QUEUE_LOST_DETAIL, WORKER_LOST_DETAIL
+from sre_diag.slack.run_request import RunRequest, job_request, session_id, trigger
+from sre_diag.slack.state import Lease, SharedState
+from sre_diag.slack.turns import answered_in_thread
+from sre_diag.slack.wording import LOST_NOTE, POISON, POISON_NOTE, QUEUE_LOST_NOTE
 
 __all__ = ["LostRuns"]
 

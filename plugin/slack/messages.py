@@ -31,18 +31,18 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.audit.trigger import Trigger
-from plugin.contract.request import slack_ts_moment
-from plugin.log import log_failure
-from plugin.settings import Settings
-from plugin.slack.alerts import AlertIgnore, cooldown_key, gate_alert, message_query
-from plugin.slack.gate import IgnoreReason, retry_number, slack_ts
-from plugin.slack.metrics import EventResult
-from plugin.slack.mrkdwn import slack_date
-from plugin.slack.posting import say
-from plugin.slack.run_request import RunRequest
-from plugin.slack.runs import RunManager
-from plugin.slack.turns import latest_turn
+from sre_diag.audit.trigger import Trigger
+from sre_diag.contract.request import slack_ts_moment
+from sre_diag.log import log_failure
+from sre_diag.settings import Settings
+from sre_diag.slack.alerts import AlertIgnore, cooldown_key, gate_alert, message_query
+from sre_diag.slack.gate import IgnoreReason, retry_number, slack_ts
+from sre_diag.slack.metrics import EventResult
+from sre_diag.slack.mrkdwn import slack_date
+from sre_diag.slack.posting import say
+from sre_diag.slack.run_request import RunRequest
+from sre_diag.slack.runs import RunManager
+from sre_diag.slack.turns import latest_turn
 
 __all__ = [
     "DIAGNOSE_CALLBACK_ID",

@@ -4,7 +4,7 @@ Every ``register(app)`` gets its own ``Metrics`` (never prometheus_client's glob
 several apps in one process, and tests, never share a series. Counted from:
 
 - the harness's step hooks (``MetricsHook``): one ``diag_runs_total{outcome,reason,trigger}``
-  (``trigger``: ``mention``, ``shortcut``, ``alert``, ``replay``, see ``plugin.audit.trigger``;
+  (``trigger``: ``mention``, ``shortcut``, ``alert``, ``replay``, see ``sre_diag.audit.trigger``;
   ``none`` for a run started outside Slack) and one
   ``diag_run_duration_seconds`` observation per run, its model calls and tokens (from the run's
   usage, as the Execution Result reports them) and each canonical tool invocation by tool and
@@ -29,17 +29,17 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector
 
-from plugin.audit.trigger import Trigger, current_trigger
-from plugin.contract.result import FailureCode, Outcome
-from plugin.errors import StopReason
-from plugin.harness.hooks import StepHook
-from plugin.harness.ledger import InvocationStatus
-from plugin.tools.base import ToolName
+from sre_diag.audit.trigger import Trigger, current_trigger
+from sre_diag.contract.result import FailureCode, Outcome
+from sre_diag.errors import StopReason
+from sre_diag.harness.hooks import StepHook
+from sre_diag.harness.ledger import InvocationStatus
+from sre_diag.tools.base import ToolName
 
 if TYPE_CHECKING:
-    from plugin.contract.result import ExecutionResult
-    from plugin.harness.ledger import Invocation
-    from plugin.harness.state import RunState
+    from sre_diag.contract.result import ExecutionResult
+    from sre_diag.harness.ledger import Invocation
+    from sre_diag.harness.state import RunState
 
 __all__ = ["CONTENT_TYPE", "FEEDBACK_VOTES", "EventResult", "Metrics", "MetricsHook", "run_reason"]
 

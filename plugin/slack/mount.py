@@ -1,6 +1,6 @@
 """Mounting the plugin on a host app: ``register`` builds the run manager and the listeners on an
 existing ``AsyncApp`` and returns the :class:`PluginHandle`; the Slack client's retry handlers
-and the admin-channel requirement that ``serve`` shares. ``plugin.slack`` re-exports these
+and the admin-channel requirement that ``serve`` shares. ``sre_diag.slack`` re-exports these
 names lazily.
 """
 
@@ -15,16 +15,16 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.errors import ConfigError
-from plugin.harness.run import Harness
-from plugin.settings import Settings
-from plugin.slack.jobs import JobQueue
-from plugin.slack.listeners import Listeners, request_scope
-from plugin.slack.messages import MessageDiagnosis
-from plugin.slack.metrics import Metrics
-from plugin.slack.progress import StatusBudget
-from plugin.slack.runs import DEFAULT_LOCK_TTL_SECONDS, RunManager
-from plugin.slack.state import build_state
+from sre_diag.errors import ConfigError
+from sre_diag.harness.run import Harness
+from sre_diag.settings import Settings
+from sre_diag.slack.jobs import JobQueue
+from sre_diag.slack.listeners import Listeners, request_scope
+from sre_diag.slack.messages import MessageDiagnosis
+from sre_diag.slack.metrics import Metrics
+from sre_diag.slack.progress import StatusBudget
+from sre_diag.slack.runs import DEFAULT_LOCK_TTL_SECONDS, RunManager
+from sre_diag.slack.state import build_state
 
 __all__ = ["PluginHandle", "add_retry_handlers", "register", "require_admin_channels"]
 
@@ -84,14 +84,14 @@ def register(
 
     ``status_budget`` is this process's share of Slack's ``chat.update`` tier per workspace
     (default 40 a minute plus a burst of 5): with several replicas, give each its share.
-    ``replay=True`` marks every run this handle starts as a replay (``python -m plugin replay``).
+    ``replay=True`` marks every run this handle starts as a replay (``python -m sre_diag replay``).
     ``metrics``: where runs and Slack events are counted (default: a registry of this
     handle's own, never prometheus_client's global one).
 
     Raises ``ConfigError`` when ``DIAG_ADMIN_CHANNELS`` is empty, as ``serve`` does: a plugin
     mounted where it may act nowhere is a setting mistake, not a silent no-op.
     """
-    from plugin.wiring import build_harness
+    from sre_diag.wiring import build_harness
 
     settings = settings or Settings()
     require_admin_channels(settings)

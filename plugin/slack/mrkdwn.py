@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from plugin.contract.text import BLANK, one_line
+from sre_diag.contract.text import BLANK, one_line
 
 __all__ = [
     "BLANK_MARK",

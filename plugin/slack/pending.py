@@ -8,7 +8,7 @@ busy thread — and tells which runs were answered
 (Redis restarted empty, the stream deleted). A run still vanished after :func:`confirm_seconds`
 (longer than a worker's heartbeat, which re-creates the marks of the runs it holds) is answered
 by the front in its thread: ``FAILED AGENT_ERROR QUEUE_LOST``, after it took the run's token
-(``plugin.slack.fence``), so a worker can never answer it too. Nothing stays "queued" forever.
+(``sre_diag.slack.fence``), so a worker can never answer it too. Nothing stays "queued" forever.
 
 The memory is the front process's: a front that restarts forgets its runs (their workers still
 answer them; a run lost by Redis AND its front is not answered).
@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.aio import stop_task, stop_tasks, stopping
-from plugin.log import log_failure
-from plugin.slack.fence import TakeoverVerdict
-from plugin.slack.job_entry import Job
-from plugin.slack.jobs import JobQueue, WatchedRun, WatchState
-from plugin.slack.state import Lease, RedisState, SharedState
+from sre_diag.aio import stop_task, stop_tasks, stopping
+from sre_diag.log import log_failure
+from sre_diag.slack.fence import TakeoverVerdict
+from sre_diag.slack.job_entry import Job
+from sre_diag.slack.jobs import JobQueue, WatchedRun, WatchState
+from sre_diag.slack.state import Lease, RedisState, SharedState
 
 __all__ = ["WATCH_SECONDS", "PendingRuns", "confirm_seconds"]
 

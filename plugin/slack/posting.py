@@ -16,7 +16,7 @@ from typing import Protocol
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.slack.blocks import SlackMessage, StatusView, render_status
+from sre_diag.slack.blocks import SlackMessage, StatusView, render_status
 
 __all__ = [
     "InThread",

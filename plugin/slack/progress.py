@@ -24,13 +24,13 @@ from dataclasses import dataclass, field, replace
 
 from slack_sdk.errors import SlackApiError
 
-from plugin.aio import stop_task, stopping
-from plugin.harness.hooks import StepHook
-from plugin.harness.ledger import Invocation
-from plugin.harness.state import ModelRound, RunState
-from plugin.log import log_failure
-from plugin.slack.blocks import StatusView
-from plugin.tools.base import ToolName
+from sre_diag.aio import stop_task, stopping
+from sre_diag.harness.hooks import StepHook
+from sre_diag.harness.ledger import Invocation
+from sre_diag.harness.state import ModelRound, RunState
+from sre_diag.log import log_failure
+from sre_diag.slack.blocks import StatusView
+from sre_diag.tools.base import ToolName
 
 __all__ = ["QUEUED_EVERY_TICKS", "ProgressTracker", "StatusBoard", "StatusBudget", "TokenBucket"]
 

@@ -34,10 +34,10 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from plugin.contract.draft import AnalysisItem, CitedEvidence, Conclusion, DiagnosisDraft
-from plugin.contract.result import Check, ExecutionResult, Outcome
-from plugin.contract.text import STOP_EXPLANATIONS, distinct_scopes, one_line
-from plugin.slack.blocks import (
+from sre_diag.contract.draft import AnalysisItem, CitedEvidence, Conclusion, DiagnosisDraft
+from sre_diag.contract.result import Check, ExecutionResult, Outcome
+from sre_diag.contract.text import STOP_EXPLANATIONS, distinct_scopes, one_line
+from sre_diag.slack.blocks import (
     BUTTON_VALUE_MAX,
     EVIDENCE_ACTION_ID,
     FEEDBACK_DOWN_ACTION_ID,
@@ -51,7 +51,7 @@ from plugin.slack.blocks import (
     section,
     sections,
 )
-from plugin.slack.mrkdwn import (
+from sre_diag.slack.mrkdwn import (
     ID_MAX,
     fit,
     ident,
@@ -84,7 +84,7 @@ _WINDOW = re.compile(r"\s*·\s*\d{2}:\d{2}–\d{2}:\d{2} UTC$")
 
 WORKER_LOST_DETAIL = "WORKER_LOST"
 QUEUE_LOST_DETAIL = "QUEUE_LOST"
-"""A queued run whose worker vanished (``plugin.service.worker``)."""
+"""A queued run whose worker vanished (``sre_diag.service.worker``)."""
 REPLAY_NOTE = ":repeat: Replay of this thread's question with the current version"
 
 

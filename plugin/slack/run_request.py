@@ -10,9 +10,9 @@ from datetime import datetime
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.audit.trigger import Trigger
-from plugin.contract.request import PreviousTurn
-from plugin.slack.job_entry import Job
+from sre_diag.audit.trigger import Trigger
+from sre_diag.contract.request import PreviousTurn
+from sre_diag.slack.job_entry import Job
 
 __all__ = ["RunRequest", "job_request", "session_id", "trigger"]
 
@@ -56,7 +56,7 @@ def job_request(job: Job, client: AsyncWebClient) -> RunRequest:
 
 
 def trigger(req: RunRequest, replaying: bool) -> Trigger:
-    """A replay (the shortcut, or ``python -m plugin replay``: ``replaying``) is a replay
+    """A replay (the shortcut, or ``python -m sre_diag replay``: ``replaying``) is a replay
     whatever it replays; any other run says what started it."""
     return Trigger.REPLAY if req.replay or replaying else req.trigger
 

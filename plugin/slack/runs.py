@@ -30,30 +30,30 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.aio import shielded
-from plugin.audit.trigger import run_triggered
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import ExecutionResult
-from plugin.errors import InputRejected
-from plugin.harness.context import new_run_id
-from plugin.harness.hooks import StepHook
-from plugin.harness.run import Harness
-from plugin.log import log_failure
-from plugin.settings import Settings
-from plugin.slack.answers import AnswerPoster
-from plugin.slack.blocks import StatusView, render_status
-from plugin.slack.evidence import EvidenceCollector
-from plugin.slack.fence import NO_FENCE, Fence
-from plugin.slack.job_entry import Job
-from plugin.slack.jobs import JobQueue
-from plugin.slack.links import LinkMaker
-from plugin.slack.lost import LostRuns
-from plugin.slack.pending import PendingRuns
-from plugin.slack.posting import final_status, post_status, say, update
-from plugin.slack.progress import ProgressTracker, StatusBoard, StatusBudget
-from plugin.slack.run_request import RunRequest, job_request, session_id, trigger
-from plugin.slack.state import Lease, SharedState, ThreadLeases
-from plugin.slack.wording import (
+from sre_diag.aio import shielded
+from sre_diag.audit.trigger import run_triggered
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import ExecutionResult
+from sre_diag.errors import InputRejected
+from sre_diag.harness.context import new_run_id
+from sre_diag.harness.hooks import StepHook
+from sre_diag.harness.run import Harness
+from sre_diag.log import log_failure
+from sre_diag.settings import Settings
+from sre_diag.slack.answers import AnswerPoster
+from sre_diag.slack.blocks import StatusView, render_status
+from sre_diag.slack.evidence import EvidenceCollector
+from sre_diag.slack.fence import NO_FENCE, Fence
+from sre_diag.slack.job_entry import Job
+from sre_diag.slack.jobs import JobQueue
+from sre_diag.slack.links import LinkMaker
+from sre_diag.slack.lost import LostRuns
+from sre_diag.slack.pending import PendingRuns
+from sre_diag.slack.posting import final_status, post_status, say, update
+from sre_diag.slack.progress import ProgressTracker, StatusBoard, StatusBudget
+from sre_diag.slack.run_request import RunRequest, job_request, session_id, trigger
+from sre_diag.slack.state import Lease, SharedState, ThreadLeases
+from sre_diag.slack.wording import (
     BUSY,
     FAILED_CLOSED,
     FENCED_NOTE,

@@ -31,8 +31,8 @@ from typing import Any, Protocol
 
 from redis.asyncio import BlockingConnectionPool, Redis
 
-from plugin.aio import stop_task, stop_tasks, stopping
-from plugin.log import log_failure
+from sre_diag.aio import stop_task, stop_tasks, stopping
+from sre_diag.log import log_failure
 
 __all__ = [
     "DEFAULT_NAMESPACE",

@@ -33,12 +33,12 @@ from typing import Any
 from pydantic import ValidationError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.contract.draft import DiagnosisDraft
-from plugin.contract.request import InputLimits, PreviousTurn, format_asked_at, parse_asked_at
-from plugin.contract.result import ExecutionResult
-from plugin.log import log_failure
-from plugin.settings import Settings
-from plugin.slack.gate import slack_ts
+from sre_diag.contract.draft import DiagnosisDraft
+from sre_diag.contract.request import InputLimits, PreviousTurn, format_asked_at, parse_asked_at
+from sre_diag.contract.result import ExecutionResult
+from sre_diag.log import log_failure
+from sre_diag.settings import Settings
+from sre_diag.slack.gate import slack_ts
 
 __all__ = [
     "DEFAULT_LIMITS",

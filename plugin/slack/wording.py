@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from slack_sdk.errors import SlackApiError
 
-from plugin.contract.result import ExecutionResult, Outcome
-from plugin.contract.text import STOP_EXPLANATIONS
-from plugin.slack.mrkdwn import escape
-from plugin.slack.posting import failure_name
+from sre_diag.contract.result import ExecutionResult, Outcome
+from sre_diag.contract.text import STOP_EXPLANATIONS
+from sre_diag.slack.mrkdwn import escape
+from sre_diag.slack.posting import failure_name
 
 __all__ = [
     "BUSY",

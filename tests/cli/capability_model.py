@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from plugin.doubles.scripted_model import ScriptedModelServer
+from sre_diag.doubles.scripted_model import ScriptedModelServer
 
 REPO = Path(__file__).resolve().parents[2]
 RAW_ERROR_CANARY = "RAWBODY-CANARY-7731"
@@ -102,7 +102,7 @@ async def run_check_model(
         **env,
     }
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "plugin", "check", "--model", *flags,
+        sys.executable, "-m", "sre_diag", "check", "--model", *flags,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={**clean, "PYTHONPATH": str(REPO), **settings}, cwd=tmp_path,
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""``python -m plugin check`` as a process, against healthy and broken configurations.
+"""``python -m sre_diag check`` as a process, against healthy and broken configurations.
 
 Every backend is real or a process-boundary double: runbook and log folders on disk, a real
 MariaDB (own database and accounts, ``diag_test_check_*_<RUN>``), this process's own Redis,
@@ -23,9 +23,9 @@ import pymysql
 import pytest
 from aiohttp import web
 
-from plugin.audit.mysql import AUDIT_TABLE
-from plugin.doubles.recording_slack import RecordedCall, RecordingSlackApi
-from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
+from sre_diag.audit.mysql import AUDIT_TABLE
+from sre_diag.doubles.recording_slack import RecordedCall, RecordingSlackApi
+from sre_diag.doubles.scripted_model import ModelStep, ToolCallSpec
 from tests.conftest import StartServer
 from tests.mysql_db import ADMIN_DSN, MARIADB, run_name
 from tests.slack.support import redis_url
@@ -77,7 +77,7 @@ async def run_check(tmp_path: Path, *flags: str, **env: str) -> Checked:
         **env,
     }
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "plugin", "check", *flags,
+        sys.executable, "-m", "sre_diag", "check", *flags,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={**clean, "PYTHONPATH": str(REPO), **settings}, cwd=tmp_path,
     )  # fmt: skip

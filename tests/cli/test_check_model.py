@@ -1,4 +1,4 @@
-"""``python -m plugin check --model`` as a process, against endpoints lacking each capability.
+"""``python -m sre_diag check --model`` as a process, against endpoints lacking each capability.
 
 The endpoint is the scripted model server (``CapabilityModelServer``: the shipped double plus a
 knob that answers 400 to requests carrying a given key). Each test asserts the exit code, the
@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from plugin.commands.model_probe import MAX_PROBE_SECONDS, probe_seconds, progress_every
-from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
-from plugin.harness.agent import tool_definitions
-from plugin.harness.model import DiagnosisLLM, draft_response_format
+from sre_diag.commands.model_probe import MAX_PROBE_SECONDS, probe_seconds, progress_every
+from sre_diag.doubles.scripted_model import ModelStep, ToolCallSpec
+from sre_diag.harness.agent import tool_definitions
+from sre_diag.harness.model import DiagnosisLLM, draft_response_format
 from tests.cli.capability_model import (
     REPO,
     CapabilityModelServer,

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from plugin.commands.model_probe import MAX_ANSWER_BYTES, Capability, ModelReport, probe_model
+from sre_diag.commands.model_probe import MAX_ANSWER_BYTES, Capability, ModelReport, probe_model
 from tests.cli.capability_model import run_check_model
 from tests.model_wire import FakeModel, chat_reply, tool_call_reply
 from tests.tools.fake_loki import ONE_PIECE, Reply, Wire, json_reply, start_fake_loki

@@ -1,4 +1,4 @@
-"""``python -m plugin diagnose`` and ``demo`` as processes: stdout JSON, exit codes, real tools.
+"""``python -m sre_diag diagnose`` and ``demo`` as processes: stdout JSON, exit codes, real tools.
 
 The model is the scripted OpenAI-compatible server; the evidence comes from the three real
 adapters: the bundled runbooks, the bundled JSON-lines logs and the real MariaDB test database
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from plugin.resources import BUNDLED_KNOWLEDGE, BUNDLED_LOGS
+from sre_diag.resources import BUNDLED_KNOWLEDGE, BUNDLED_LOGS
 from tests.conftest import StartServer
 from tests.harness.support import call, draft_json, final_step, tool_step
 from tests.mysql_db import MARIADB
@@ -29,7 +29,7 @@ async def run_cli(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str,
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "plugin",
+        "sre_diag",
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -229,7 +229,7 @@ async def test_diagnose_failed_closed_exits_1_with_a_safe_failure(
 async def test_diagnose_model_server_error_is_model_error(
     model_server: StartServer, tmp_path: Path
 ) -> None:
-    from plugin.doubles.scripted_model import ModelStep
+    from sre_diag.doubles.scripted_model import ModelStep
 
     server = await model_server([ModelStep(status=500)])
     code, out, _ = await run_cli(

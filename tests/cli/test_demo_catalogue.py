@@ -17,10 +17,10 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from plugin.commands.demo import replay_demo
-from plugin.contract.prompts import prompt_set
-from plugin.contract.result import Outcome
-from plugin.resources import BUNDLED_CASSETTES
+from sre_diag.commands.demo import replay_demo
+from sre_diag.contract.prompts import prompt_set
+from sre_diag.contract.result import Outcome
+from sre_diag.resources import BUNDLED_CASSETTES
 from tests.mysql_db import MARIADB
 
 pytestmark = MARIADB

@@ -1,6 +1,6 @@
 """Cold start: a command imports only what it needs (issue 23). ``--help``, ``patterns`` and a
 ``check`` without a runbook folder never load LlamaIndex, and one Slack module (the ops endpoints'
-``plugin.slack.metrics``) does not load the harness behind ``plugin.slack.register``. A
+``sre_diag.slack.metrics``) does not load the harness behind ``sre_diag.slack.register``. A
 ``diagnose`` whose history fits its memory's limit loads no tiktoken encoding."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-_HEAVY = ("llama_index", "plugin.harness.run", "bm25s")
+_HEAVY = ("llama_index", "sre_diag.harness.run", "bm25s")
 
 # Runs a command in-process, then reports which of the heavy modules it loaded.
 _RUN = """
 import contextlib, io, json, sys
-from plugin.commands.cli import main
+from sre_diag.commands.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     try:
         main(sys.argv[1:])
@@ -41,7 +41,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r}
 # the agent built its memory), then what it loaded.
 _DIAGNOSE = """
 import contextlib, io, json, sys
-from plugin.commands.cli import main
+from sre_diag.commands.cli import main
 with contextlib.redirect_stdout(io.StringIO()) as out:
     code = main(["diagnose", "disk full on db-1"])
 import llama_index.core
@@ -86,7 +86,7 @@ def test_check_with_a_runbook_folder_still_reads_it(tmp_path: Path) -> None:
     (folder / "disk.en.md").write_text("# Disk\n\n## Full\n\nFree space.\n", encoding="utf-8")
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}
     done = subprocess.run(
-        [sys.executable, "-m", "plugin", "check", "--json"],
+        [sys.executable, "-m", "sre_diag", "check", "--json"],
         cwd=tmp_path, env={**env, "DIAG_KNOWLEDGE_DIR": str(folder)},
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
@@ -94,7 +94,9 @@ def test_check_with_a_runbook_folder_still_reads_it(tmp_path: Path) -> None:
     assert runbooks["status"] == "OK", runbooks
 
 
-@pytest.mark.parametrize("module", ["plugin.slack.metrics", "plugin.service.ops", "plugin.slack"])
+@pytest.mark.parametrize(
+    "module", ["sre_diag.slack.metrics", "sre_diag.service.ops", "sre_diag.slack"]
+)
 def test_a_slack_module_does_not_load_the_harness(tmp_path: Path, module: str) -> None:
     assert _loaded(tmp_path, _IMPORT.format(module=module, heavy=_HEAVY)) == []
 

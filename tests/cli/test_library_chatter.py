@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from plugin.log import build_handler, configure_logging
+from sre_diag.log import build_handler, configure_logging
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def _emitted(library_level: int) -> str:
     try:
         logger.debug("Building index from IDs objects")
         logger.warning("a real warning")
-        logging.getLogger("plugin.harness.run").debug("own debug line")
+        logging.getLogger("sre_diag.harness.run").debug("own debug line")
     finally:
         logger.removeHandler(handler)
     return stream.getvalue()

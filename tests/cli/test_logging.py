@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from plugin.log import bind_run_id, build_handler
+from sre_diag.log import bind_run_id, build_handler
 from tests.cli.test_cli import base_env, run_cli, single_json
 from tests.conftest import StartServer
 from tests.harness.support import call, draft_json, final_step, tool_step
@@ -108,7 +108,7 @@ async def test_model_connection_failure_names_the_host_never_the_key(tmp_path: P
 
 async def test_run_id_follows_tasks_not_neighbours() -> None:
     stream = io.StringIO()
-    log = logging.getLogger("plugin.test_logging")
+    log = logging.getLogger("sre_diag.test_logging")
     log.propagate = False
     log.setLevel(logging.INFO)
     handler = build_handler("json", stream)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from plugin.tools.logs.summary import PATTERN_CHARS, Grid, Tally
+from sre_diag.tools.logs.summary import PATTERN_CHARS, Grid, Tally
 from tests.cli.test_cli import REPO
 
 LINES = [
@@ -29,7 +29,7 @@ LINES = [
 
 async def _patterns(*args: str, stdin: bytes = b"") -> tuple[int, bytes, bytes]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "plugin", "patterns", *args,
+        sys.executable, "-m", "sre_diag", "patterns", *args,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
@@ -101,7 +101,7 @@ async def test_the_input_is_one_window_as_the_summary_groups_it() -> None:
 
 
 async def test_input_over_the_line_bound_is_refused_with_a_stable_code() -> None:
-    from plugin.commands.patterns_input import MAX_LINES
+    from sre_diag.commands.patterns_input import MAX_LINES
 
     code, out, _ = await _patterns(stdin=b"x 1\n" * (MAX_LINES + 1))
     assert code == 2
@@ -109,14 +109,14 @@ async def test_input_over_the_line_bound_is_refused_with_a_stable_code() -> None
 
 
 async def test_input_at_the_line_bound_is_read() -> None:
-    from plugin.commands.patterns_input import MAX_LINES
+    from sre_diag.commands.patterns_input import MAX_LINES
 
     code, out, _ = await _patterns(stdin=b"x 1\n" * MAX_LINES)
     assert code == 0 and out.count(b"\n") == MAX_LINES
 
 
 async def test_a_file_over_the_byte_bound_is_refused_before_it_is_read(tmp_path: Path) -> None:
-    from plugin.commands.patterns_input import MAX_BYTES
+    from sre_diag.commands.patterns_input import MAX_BYTES
 
     path = tmp_path / "big.log"
     with path.open("wb") as handle:
@@ -126,7 +126,7 @@ async def test_a_file_over_the_byte_bound_is_refused_before_it_is_read(tmp_path:
 
 
 async def test_stdin_over_the_byte_bound_is_refused() -> None:
-    from plugin.commands.patterns_input import MAX_BYTES
+    from sre_diag.commands.patterns_input import MAX_BYTES
 
     code, out, _ = await _patterns(stdin=b"y" * (MAX_BYTES + 1))
     assert code == 2 and json.loads(out)["error"]["code"] == "INPUT_TOO_LARGE"
@@ -160,7 +160,7 @@ async def test_a_device_or_a_directory_is_refused(tmp_path: Path, special: str) 
 
 def _run_sync(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(  # type: ignore[call-overload, no-any-return]
-        [sys.executable, "-m", "plugin", "patterns", *args],
+        [sys.executable, "-m", "sre_diag", "patterns", *args],
         env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=False, timeout=60,
         **kwargs,
     )  # fmt: skip
@@ -171,7 +171,7 @@ def test_a_reader_that_stops_early_ends_it_quietly(tmp_path: Path) -> None:
     log = tmp_path / "app.log"
     log.write_text("".join(f"req id={n} done\n" for n in range(90_000)), encoding="utf-8")
     process = subprocess.Popen(
-        [sys.executable, "-m", "plugin", "patterns", str(log)],
+        [sys.executable, "-m", "sre_diag", "patterns", str(log)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip

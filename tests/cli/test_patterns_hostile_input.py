@@ -34,7 +34,7 @@ def _run(
 ) -> subprocess.CompletedProcess[bytes]:
     kwargs.setdefault("stdin", subprocess.DEVNULL)
     return subprocess.run(  # type: ignore[call-overload, no-any-return]
-        [*prefix, sys.executable, "-m", "plugin", "patterns", *args],
+        [*prefix, sys.executable, "-m", "sre_diag", "patterns", *args],
         env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, timeout=TIMEOUT,
         **kwargs,
     )  # fmt: skip
@@ -185,7 +185,7 @@ def test_a_bind_mount_of_proc_is_refused(tmp_path: Path, source: str) -> None:
     else:
         target.write_text("x 1\n", encoding="utf-8")
     named = target / "self" / "status" if source == "/proc" else target
-    script = f'mount --bind "$1" "$2" && exec "$3" -m plugin patterns "{named}"'
+    script = f'mount --bind "$1" "$2" && exec "$3" -m sre_diag patterns "{named}"'
     done = subprocess.run(
         ["unshare", "-m", "sh", "-c", script, "sh", source, str(target), sys.executable],
         env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, timeout=TIMEOUT,
@@ -216,7 +216,7 @@ def test_standard_input_from_a_terminal_is_read() -> None:
     leader, follower = pty.openpty()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "plugin", "patterns"], stdin=follower,
+            [sys.executable, "-m", "sre_diag", "patterns"], stdin=follower,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": str(REPO)},
         )  # fmt: skip
@@ -236,7 +236,7 @@ def test_a_non_blocking_standard_input_is_waited_on(first_write_after: float) ->
     read_end, write_end = os.pipe()
     os.set_blocking(read_end, False)
     process = subprocess.Popen(
-        [sys.executable, "-m", "plugin", "patterns"], stdin=read_end,
+        [sys.executable, "-m", "sre_diag", "patterns"], stdin=read_end,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip

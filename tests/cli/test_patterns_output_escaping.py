@@ -1,7 +1,7 @@
 """What ``sre-diag patterns`` prints cannot steer the terminal (issue 20, found by an attacking
 review; FAULTS.md "Hostile text"): a log line's ESC sequences, other C0 controls (tab kept), DEL,
 C1 controls, bidi controls and line separators are printed as visible escapes (``\\x1b``,
-``\\u202e``: ``plugin.tools.plain.visible_controls``), and one input line is always exactly one
+``\\u202e``: ``sre_diag.tools.plain.visible_controls``), and one input line is always exactly one
 output line. Variants per class through the real command, an exhaustive check of the mapping,
 and a property over arbitrary text through the same two steps the command takes."""
 
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plugin.tools.logs.summary import window_patterns
-from plugin.tools.plain import visible_controls
+from sre_diag.tools.logs.summary import window_patterns
+from sre_diag.tools.plain import visible_controls
 from tests.cli.test_cli import REPO
 
 _BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
@@ -40,7 +40,7 @@ def _unsafe(ch: str) -> bool:
 
 def _run(args: list[str], stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "plugin", "patterns", *args], input=stdin, capture_output=True,
+        [sys.executable, "-m", "sre_diag", "patterns", *args], input=stdin, capture_output=True,
         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60, check=False,
     )  # fmt: skip
 
@@ -126,7 +126,7 @@ def test_a_file_name_is_shown_escaped_in_the_refusal(tmp_path: Path, name: Any, 
     folder = os.fsencode(tmp_path)
     raw = name if isinstance(name, bytes) else name.encode()
     done = subprocess.run(
-        [sys.executable.encode(), b"-m", b"plugin", b"patterns", folder + b"/" + raw],
+        [sys.executable.encode(), b"-m", b"sre_diag", b"patterns", folder + b"/" + raw],
         capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60,
         check=False,
     )  # fmt: skip

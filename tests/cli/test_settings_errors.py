@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from plugin.settings import Settings, describe_invalid_settings
+from sre_diag.settings import Settings, describe_invalid_settings
 from tests.cli.test_cli import run_cli, single_json
 
 CANARY = "CANARY-secret-55"

@@ -1,4 +1,4 @@
-"""``plugin.commands.startup``: imports run with the collector paused, and it runs again after."""
+"""``sre_diag.commands.startup``: imports run with the collector paused, and it runs again after."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import weakref
 from pathlib import Path
 
-from plugin.commands.startup import imports_without_gc
+from sre_diag.commands.startup import imports_without_gc
 
 
 def test_the_collector_is_paused_inside_and_running_after() -> None:
@@ -36,10 +36,10 @@ def test_a_collector_already_off_is_left_off() -> None:
 
 
 def test_the_command_line_runs_with_the_collector_on(tmp_path: Path) -> None:
-    """``python -m plugin`` loads its modules frozen, then collects as usual."""
+    """``python -m sre_diag`` loads its modules frozen, then collects as usual."""
     code = (
-        "import gc, runpy, sys; sys.argv = ['plugin', '--help']\n"
-        "try:\n    runpy.run_module('plugin', run_name='__main__')\n"
+        "import gc, runpy, sys; sys.argv = ['sre_diag', '--help']\n"
+        "try:\n    runpy.run_module('sre_diag', run_name='__main__')\n"
         "except SystemExit:\n    pass\n"
         "print(gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)"
     )

@@ -1,4 +1,4 @@
-"""``python -m plugin eval`` as a process (CONTRACTS §1, §9) on the bundled suite and on case
+"""``python -m sre_diag eval`` as a process (CONTRACTS §1, §9) on the bundled suite and on case
 folders written here in the §9 format, with the real harness, the real adapters and the real
 MariaDB (throwaway ``diag_eval_*`` databases, dropped after each case).
 
@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 import pymysql
 
-from plugin.doubles.scripted_model import load_cassette
+from sre_diag.doubles.scripted_model import load_cassette
 from tests.conftest import StartServer
 from tests.mysql_db import ADMIN_DSN, MARIADB
 
@@ -36,7 +36,7 @@ async def run_eval(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "plugin", "eval", *args,
+        sys.executable, "-m", "sre_diag", "eval", *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(REPO), "DIAG_LOG_LEVEL": "WARNING", **(env or {})},
         cwd=cwd,

@@ -7,12 +7,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from plugin.audit import AuditSink, AuditTrail, JsonlAuditSink
-from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer, ToolCallSpec
-from plugin.harness.run import Harness
-from plugin.settings import Settings
-from plugin.tools.base import AdapterCall, AdapterResult, EvidenceAdapter, Ready, ToolName
-from plugin.tools.schemas import KnowledgeItem, LogItem, MysqlRow
+from sre_diag.audit import AuditSink, AuditTrail, JsonlAuditSink
+from sre_diag.doubles.scripted_model import ModelStep, ScriptedModelServer, ToolCallSpec
+from sre_diag.harness.run import Harness
+from sre_diag.settings import Settings
+from sre_diag.tools.base import AdapterCall, AdapterResult, EvidenceAdapter, Ready, ToolName
+from sre_diag.tools.schemas import KnowledgeItem, LogItem, MysqlRow
 
 
 class ScriptedAdapter:

@@ -25,13 +25,13 @@ from typing import Any
 
 import pytest
 
-from plugin.audit import AuditSink, AuditWriter, JsonlAuditSink, MysqlAuditSink
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import Outcome
-from plugin.harness.run import Harness
-from plugin.resources import BUNDLED_LOGS
-from plugin.tools.base import EvidenceAdapter, ToolName
-from plugin.tools.logs import LogsAdapter, build_log_source
+from sre_diag.audit import AuditSink, AuditWriter, JsonlAuditSink, MysqlAuditSink
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import Outcome
+from sre_diag.harness.run import Harness
+from sre_diag.resources import BUNDLED_LOGS
+from sre_diag.tools.base import EvidenceAdapter, ToolName
+from sre_diag.tools.logs import LogsAdapter, build_log_source
 from tests.audit_support import (
     audit_database,
     audit_file_names,
@@ -148,7 +148,7 @@ BROKEN = [
 
 
 def _lost_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "plugin.audit.writer"]
+    return [r.getMessage() for r in caplog.records if r.name == "sre_diag.audit.writer"]
 
 
 async def _timed(harness: Harness, query: DiagnosisRequest = QUERY) -> tuple[Any, float]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from plugin.audit import (
+from sre_diag.audit import (
     MAX_RECORD_BYTES,
     AuditSink,
     JsonlAuditSink,
@@ -20,12 +20,12 @@ from plugin.audit import (
     build_audit_sink,
     encode_record,
 )
-from plugin.audit.jsonl import append_line
-from plugin.audit.record import feedback_record
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import Outcome
-from plugin.errors import ConfigError
-from plugin.harness.run import Harness
+from sre_diag.audit.jsonl import append_line
+from sre_diag.audit.record import feedback_record
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import Outcome
+from sre_diag.errors import ConfigError
+from sre_diag.harness.run import Harness
 from tests.audit_support import audit_database, audit_file_names, audit_rows, drop_audit_table
 from tests.conftest import StartServer
 from tests.harness.support import (

@@ -1,4 +1,4 @@
-"""The exact edges of every budget rule (``plugin.harness.budget``; mutation testing, issue 22).
+"""The exact edges of every budget rule (``sre_diag.harness.budget``; mutation testing, issue 22).
 
 Each limit is tested AT its value and one past it, so that ``<=`` turned into ``<`` (or ``>=``
 into ``>``) fails a test: the byte capacity kept for the Draft, the run capacity, the NO_GAIN
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from plugin.errors import BudgetStop, StopReason
-from plugin.harness.budget import Budgets, Usage
+from sre_diag.errors import BudgetStop, StopReason
+from sre_diag.harness.budget import Budgets, Usage
 
 BUDGETS = Budgets(
     max_model_calls=8, max_total_tokens=60_000, deadline_seconds=120.0, max_tool_calls=6,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import Outcome
-from plugin.doubles.scripted_model import ModelStep
-from plugin.errors import StopReason
-from plugin.tools.base import Ready, ToolName
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import Outcome
+from sre_diag.doubles.scripted_model import ModelStep
+from sre_diag.errors import StopReason
+from sre_diag.tools.base import Ready, ToolName
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,

@@ -17,17 +17,17 @@ from typing import Any
 
 import pytest
 
-from plugin.audit import AuditTrail, JsonlAuditSink
-from plugin.contract.prompts import prompt_set
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import Outcome
-from plugin.doubles.scripted_model import ModelStep
-from plugin.harness.catalog import MAX_RUNBOOKS, MAX_SERVICES, MAX_TABLES_BYTES, render_catalogue
-from plugin.harness.run import Harness
-from plugin.resources import BUNDLED_KNOWLEDGE
-from plugin.tools.base import ToolName
-from plugin.tools.mysql import ColumnInfo, TableColumns
-from plugin.wiring import build_adapters
+from sre_diag.audit import AuditTrail, JsonlAuditSink
+from sre_diag.contract.prompts import prompt_set
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import Outcome
+from sre_diag.doubles.scripted_model import ModelStep
+from sre_diag.harness.catalog import MAX_RUNBOOKS, MAX_SERVICES, MAX_TABLES_BYTES, render_catalogue
+from sre_diag.harness.run import Harness
+from sre_diag.resources import BUNDLED_KNOWLEDGE
+from sre_diag.tools.base import ToolName
+from sre_diag.tools.mysql import ColumnInfo, TableColumns
+from sre_diag.wiring import build_adapters
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,

@@ -1,4 +1,4 @@
-"""Canaries: one per private framework touch (``plugin.harness._compat``, ``plugin.tools._compat``).
+"""Canaries: one per private framework touch (``harness._compat``, ``tools._compat``).
 
 Each fails loudly, naming the touch, when the installed library changes the private thing the
 product relies on; none needs a network, a model or a database.
@@ -17,7 +17,7 @@ from llama_index.core.tools import FunctionTool
 from llama_index.llms.openai import OpenAI
 from workflows import Workflow
 
-from plugin.harness import _compat as harness_compat
+from sre_diag.harness import _compat as harness_compat
 
 
 def _private(owner: type, name: str) -> Any:
@@ -63,7 +63,7 @@ def test_prepare_chat_with_tools_returns_function_specs() -> None:
     [("_connect", []), ("_execute_command", ["command", "sql"]), ("_read_packet", None)],
 )
 def test_aiomysql_connection_internals(name: str, params: list[str] | None) -> None:
-    """``plugin.tools._compat`` (``connect_prepared``, ``send_command``, ``read_packet``):
+    """``sre_diag.tools._compat`` (``connect_prepared``, ``send_command``, ``read_packet``):
     coroutines of that shape on ``aiomysql.Connection``."""
     method = _private(aiomysql.Connection, name)
     assert inspect.iscoroutinefunction(method), f"aiomysql.Connection.{name} is no coroutine"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import ExecutionResult, Outcome
-from plugin.harness.hooks import StepHook
-from plugin.harness.ledger import Invocation
-from plugin.harness.state import RunState
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import ExecutionResult, Outcome
+from sre_diag.harness.hooks import StepHook
+from sre_diag.harness.ledger import Invocation
+from sre_diag.harness.state import RunState
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from pydantic import AliasChoices, SecretStr
 
-from plugin.settings import Settings
+from sre_diag.settings import Settings
 
 Expectation = Any | Callable[[Settings, Any], bool]
 

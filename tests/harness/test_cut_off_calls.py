@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import Check, ExecutionResult, Outcome
-from plugin.errors import StopReason
-from plugin.harness.hooks import StepHook
-from plugin.tools.base import AdapterCall, AdapterResult, Ready, ToolName
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import Check, ExecutionResult, Outcome
+from sre_diag.errors import StopReason
+from sre_diag.harness.hooks import StepHook
+from sre_diag.tools.base import AdapterCall, AdapterResult, Ready, ToolName
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,

@@ -9,13 +9,13 @@ import json
 
 import pytest
 
-from plugin.contract.envelope import Evaluation
-from plugin.errors import StopReason
-from plugin.harness.budget import Budgets
-from plugin.harness.context import RunContext
-from plugin.harness.decisions import Execute, Respond, Stop
-from plugin.harness.hooks import HookSet
-from plugin.harness.interceptor import ToolInterceptor
+from sre_diag.contract.envelope import Evaluation
+from sre_diag.errors import StopReason
+from sre_diag.harness.budget import Budgets
+from sre_diag.harness.context import RunContext
+from sre_diag.harness.decisions import Execute, Respond, Stop
+from sre_diag.harness.hooks import HookSet
+from sre_diag.harness.interceptor import ToolInterceptor
 from tests.harness.support import LOGS_INPUT, adapters
 
 BUDGETS = Budgets(

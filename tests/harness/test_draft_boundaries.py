@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from plugin.contract.draft import (
+from sre_diag.contract.draft import (
     DiagnosisDraft,
     DraftDefect,
     DraftRejected,
@@ -21,7 +21,7 @@ from plugin.contract.draft import (
     draft_strict_schema,
     parse_draft,
 )
-from plugin.contract.envelope import MAX_TOOL_CALL_ID_CHARS
+from sre_diag.contract.envelope import MAX_TOOL_CALL_ID_CHARS
 
 READY = ["call-1"]
 

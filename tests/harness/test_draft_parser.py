@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plugin.contract.draft import DiagnosisDraft, DraftDefect, DraftRejected, parse_draft
+from sre_diag.contract.draft import DiagnosisDraft, DraftDefect, DraftRejected, parse_draft
 
 CALL_IDS = ["call-1", "call-2", "call_abc"]
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from plugin.contract.envelope import MAX_JSON_DEPTH, json_too_deep
-from plugin.contract.prompts import prompt_set
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import FailureCode, Outcome
-from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
-from plugin.errors import StopReason
-from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
+from sre_diag.contract.envelope import MAX_JSON_DEPTH, json_too_deep
+from sre_diag.contract.prompts import prompt_set
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import FailureCode, Outcome
+from sre_diag.doubles.scripted_model import ModelStep, ToolCallSpec
+from sre_diag.errors import StopReason
+from sre_diag.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from plugin.log import failure_reason, log_failure
+from sre_diag.log import failure_reason, log_failure
 
 _SECRET = "mysql://diag:hunter2@db/prod"
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from plugin.slack.gate import (
+from sre_diag.slack.gate import (
     IgnoreReason,
     gate_mention,
     is_slack_ts,

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from plugin.contract.draft import draft_json_schema
-from plugin.contract.prompts import BUNDLED_LANGUAGES, SCHEMA_SLOT, load_prompt
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import Outcome
-from plugin.tools.base import Ready, ToolName
-from plugin.tools.schemas import KnowledgeItem
+from sre_diag.contract.draft import draft_json_schema
+from sre_diag.contract.prompts import BUNDLED_LANGUAGES, SCHEMA_SLOT, load_prompt
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import Outcome
+from sre_diag.tools.base import Ready, ToolName
+from sre_diag.tools.schemas import KnowledgeItem
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,

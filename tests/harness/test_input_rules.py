@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from plugin.contract.prompts import system_prompt
-from plugin.contract.request import (
+from sre_diag.contract.prompts import system_prompt
+from sre_diag.contract.request import (
     DiagnosisRequest,
     InputLimits,
     PreviousTurn,
@@ -18,7 +18,7 @@ from plugin.contract.request import (
     parse_previous_turn,
     slack_ts_moment,
 )
-from plugin.errors import InputRejected, InputRejection
+from sre_diag.errors import InputRejected, InputRejection
 from tests.conftest import StartServer
 from tests.harness.support import harness
 

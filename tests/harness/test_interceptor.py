@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import Outcome
-from plugin.doubles.scripted_model import ToolCallSpec
-from plugin.errors import StopReason
-from plugin.tools.base import AdapterCall, Ready, ToolName
-from plugin.tools.schemas import LogItem
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import Outcome
+from sre_diag.doubles.scripted_model import ToolCallSpec
+from sre_diag.errors import StopReason
+from sre_diag.tools.base import AdapterCall, Ready, ToolName
+from sre_diag.tools.schemas import LogItem
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,

@@ -1,4 +1,4 @@
-"""The exact edges of the Tool interceptor (``plugin.harness.interceptor``; mutation, issue 22).
+"""The exact edges of the Tool interceptor (``sre_diag.harness.interceptor``; mutation, issue 22).
 
 Pure and fast (the first step of ``mutation/interceptor.toml``): no model, no server, no
 conftest. ``decide`` is called on a RunContext built here; ``handle`` only with in-file adapters
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from plugin.contract.envelope import Evaluation
-from plugin.contract.observations import (
+from sre_diag.contract.envelope import Evaluation
+from sre_diag.contract.observations import (
     RejectCode,
     error_observation,
     ready_observation,
@@ -28,16 +28,16 @@ from plugin.contract.observations import (
     stop_required_bound,
     stop_required_observation,
 )
-from plugin.contract.prompts import prompt_set
-from plugin.errors import CollectionStopped, RunStop, StopReason
-from plugin.harness.budget import Budgets
-from plugin.harness.context import RunContext
-from plugin.harness.decisions import AFTER_STOP_REQUIRED, Consumed, Execute, Respond, Stop
-from plugin.harness.hooks import HookSet
-from plugin.harness.interceptor import OVER_CAPACITY, ToolInterceptor
-from plugin.harness.ledger import CANCELLED, HarnessCode, Invocation, InvocationStatus
-from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
-from plugin.tools.schemas import KnowledgeInput, KnowledgeItem
+from sre_diag.contract.prompts import prompt_set
+from sre_diag.errors import CollectionStopped, RunStop, StopReason
+from sre_diag.harness.budget import Budgets
+from sre_diag.harness.context import RunContext
+from sre_diag.harness.decisions import AFTER_STOP_REQUIRED, Consumed, Execute, Respond, Stop
+from sre_diag.harness.hooks import HookSet
+from sre_diag.harness.interceptor import OVER_CAPACITY, ToolInterceptor
+from sre_diag.harness.ledger import CANCELLED, HarnessCode, Invocation, InvocationStatus
+from sre_diag.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
+from sre_diag.tools.schemas import KnowledgeInput, KnowledgeItem
 
 BUDGETS = Budgets(
     max_model_calls=8, max_total_tokens=60_000, deadline_seconds=120.0, max_tool_calls=6,

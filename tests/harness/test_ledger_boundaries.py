@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from plugin.contract.envelope import Evaluation
-from plugin.errors import StopReason
-from plugin.harness.ledger import (
+from sre_diag.contract.envelope import Evaluation
+from sre_diag.errors import StopReason
+from sre_diag.harness.ledger import (
     CANCELLED,
     Invocation,
     InvocationLedger,
     InvocationStatus,
     next_streak,
 )
-from plugin.tools.base import ToolName
+from sre_diag.tools.base import ToolName
 
 RUN = "run-1"
 READY, ERROR, REJECTED = InvocationStatus.READY, InvocationStatus.ERROR, InvocationStatus.REJECTED

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from plugin.contract.prompts import BUNDLED_LANGUAGES, HINT_CODES, prompt_set
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import Outcome
-from plugin.doubles.scripted_model import ToolCallSpec
-from plugin.harness.run import Harness
-from plugin.settings import Settings, describe_invalid_settings
+from sre_diag.contract.prompts import BUNDLED_LANGUAGES, HINT_CODES, prompt_set
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import Outcome
+from sre_diag.doubles.scripted_model import ToolCallSpec
+from sre_diag.harness.run import Harness
+from sre_diag.settings import Settings, describe_invalid_settings
 from tests.cli.test_cli import run_cli, single_json
 from tests.conftest import StartServer
 from tests.harness.support import (

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
-from plugin.contract.request import (
+from sre_diag.contract.request import (
     ENVELOPE_BYTES,
     DiagnosisRequest,
     InputLimits,
@@ -27,7 +27,7 @@ from plugin.contract.request import (
     parse_asked_at,
     slack_ts_moment,
 )
-from plugin.errors import InputRejected, InputRejection
+from sre_diag.errors import InputRejected, InputRejection
 
 ASKED = datetime(2026, 11, 28, 10, 30, tzinfo=UTC)
 BIG = 1 << 20

@@ -11,7 +11,7 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.utils import get_tokenizer
 
-from plugin.harness.memory import RunMemory, counted_bytes, run_memory
+from sre_diag.harness.memory import RunMemory, counted_bytes, run_memory
 
 TEXTS = [
     "",

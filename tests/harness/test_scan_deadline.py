@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from plugin.contract.request import DiagnosisRequest
-from plugin.errors import StopReason
-from plugin.tools.base import ToolName
-from plugin.tools.logs import JsonlLogSource, LogsAdapter
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.errors import StopReason
+from sre_diag.tools.base import ToolName
+from sre_diag.tools.logs import JsonlLogSource, LogsAdapter
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, adapters, call, harness, tool_step
 from tests.tools.test_logs_stop import _cpu_busy, _endless_hour, _wait_until

@@ -7,9 +7,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from plugin.doubles.errors import ModelScriptError, UnconsumedModelSteps, UnexpectedModelCall
-from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer
-from plugin.errors import DiagError
+from sre_diag.doubles.errors import ModelScriptError, UnconsumedModelSteps, UnexpectedModelCall
+from sre_diag.doubles.scripted_model import ModelStep, ScriptedModelServer
+from sre_diag.errors import DiagError
 
 _BODY = {"model": "scripted-model", "messages": [{"role": "user", "content": "ping"}]}
 

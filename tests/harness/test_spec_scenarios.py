@@ -43,11 +43,11 @@ from pathlib import Path
 
 import pytest
 
-from plugin.contract.request import DiagnosisRequest, PreviousTurn
-from plugin.contract.result import FailureCode, Outcome
-from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
-from plugin.errors import InputRejected, InputRejection, StopReason
-from plugin.tools.base import AdapterErrorCode, Failed, Ready, ToolName
+from sre_diag.contract.request import DiagnosisRequest, PreviousTurn
+from sre_diag.contract.result import FailureCode, Outcome
+from sre_diag.doubles.scripted_model import ModelStep, ToolCallSpec
+from sre_diag.errors import InputRejected, InputRejection, StopReason
+from sre_diag.tools.base import AdapterErrorCode, Failed, Ready, ToolName
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,
@@ -369,9 +369,9 @@ async def test_harness_requires_stop(model_server: StartServer, tmp_path: Path) 
 async def test_internal_audited_execution_completes(
     model_server: StartServer, tmp_path: Path
 ) -> None:
-    from plugin.harness.hooks import StepHook
-    from plugin.harness.ledger import Invocation
-    from plugin.harness.state import ModelRound, RunState
+    from sre_diag.harness.hooks import StepHook
+    from sre_diag.harness.ledger import Invocation
+    from sre_diag.harness.state import ModelRound, RunState
 
     seen: list[tuple[str, str, str]] = []
 
@@ -399,7 +399,7 @@ def test_stage_four_is_archived() -> None:
     import subprocess
 
     code = (
-        "import sys, plugin.harness.run, plugin.commands.cli;"
+        "import sys, sre_diag.harness.run, sre_diag.commands.cli;"
         "print(any(m.startswith('slack_bolt') for m in sys.modules))"
     )
     out = subprocess.run(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from plugin.contract.envelope import Evaluation
-from plugin.contract.result import Check, CheckedTool, InvocationStatus
-from plugin.harness.ledger import HarnessCode, Invocation, InvocationLedger
-from plugin.harness.state import ModelRound, RoundOutcome
-from plugin.tools.base import AdapterErrorCode, ToolName
+from sre_diag.contract.envelope import Evaluation
+from sre_diag.contract.result import Check, CheckedTool, InvocationStatus
+from sre_diag.harness.ledger import HarnessCode, Invocation, InvocationLedger
+from sre_diag.harness.state import ModelRound, RoundOutcome
+from sre_diag.tools.base import AdapterErrorCode, ToolName
 
 
 def test_checked_tools_are_the_tool_names() -> None:

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from plugin.contract.draft import DiagnosisDraft, draft_strict_schema
-from plugin.contract.envelope import EnvelopeError, parse_envelope
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import ExecutionResult, Outcome
-from plugin.contract.strict_schema import strict_schema, strict_violations
-from plugin.harness.model import draft_response_format
-from plugin.tools.base import ToolName
-from plugin.tools.schemas import KnowledgeInput, LogsInput, MysqlInput
+from sre_diag.contract.draft import DiagnosisDraft, draft_strict_schema
+from sre_diag.contract.envelope import EnvelopeError, parse_envelope
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import ExecutionResult, Outcome
+from sre_diag.contract.strict_schema import strict_schema, strict_violations
+from sre_diag.harness.model import draft_response_format
+from sre_diag.tools.base import ToolName
+from sre_diag.tools.schemas import KnowledgeInput, LogsInput, MysqlInput
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,
@@ -178,14 +178,14 @@ async def test_off_sends_no_response_format_and_no_strict_flag(
 def test_an_unknown_structured_output_mode_is_an_invalid_setting(tmp_path: Path) -> None:
     from pydantic import ValidationError
 
-    from plugin.settings import Settings
+    from sre_diag.settings import Settings
 
     with pytest.raises(ValidationError, match="DIAG_STRUCTURED_OUTPUT"):
         Settings(_env_file=None, DIAG_STRUCTURED_OUTPUT="json_object")
 
 
 def test_every_schema_sent_under_json_schema_is_inside_the_strict_subset() -> None:
-    from plugin.harness.agent import tool_definitions
+    from sre_diag.harness.agent import tool_definitions
 
     assert strict_violations(draft_response_format()["json_schema"]["schema"]) == []
     for tool in tool_definitions(strict=True):
@@ -210,7 +210,7 @@ def test_the_strict_draft_schema_admits_every_draft_shape() -> None:
 
 
 def _strict_parameters(tool: str) -> dict[str, Any]:
-    from plugin.harness.agent import tool_definitions
+    from sre_diag.harness.agent import tool_definitions
 
     for definition in tool_definitions(strict=True):
         if definition.metadata.name == tool:

@@ -8,8 +8,8 @@ import ssl
 import httpx
 import pytest
 
-from plugin.harness.model import model_http_client
-from plugin.http_bounds import prepare_tls_context, take_tls_context
+from sre_diag.harness.model import model_http_client
+from sre_diag.http_bounds import prepare_tls_context, take_tls_context
 
 
 def test_nothing_prepared_is_httpx_s_own_default() -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from plugin.contract.request import DiagnosisRequest
-from plugin.doubles.scripted_model import ModelStep
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.doubles.scripted_model import ModelStep
 from tests.conftest import StartServer
 from tests.harness.support import draft_json, harness
 

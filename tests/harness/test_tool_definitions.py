@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from plugin.contract.request import DiagnosisRequest
+from sre_diag.contract.request import DiagnosisRequest
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, harness, tool_step
 

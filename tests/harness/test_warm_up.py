@@ -8,7 +8,7 @@ from pathlib import Path
 
 import llama_index.core
 
-from plugin.wiring import warm_up
+from sre_diag.wiring import warm_up
 from tests.conftest import StartServer
 from tests.harness.support import harness
 

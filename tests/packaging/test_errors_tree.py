@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from plugin.errors import DiagError, RunStop, SreDiagException
+from sre_diag.errors import DiagError, RunStop, SreDiagException
 
 PACKAGE = Path(__file__).resolve().parents[2] / "plugin"
 
@@ -21,7 +21,7 @@ def _module_names() -> list[str]:
     for folder, _dirs, files in os.walk(PACKAGE, followlinks=True):
         for file in files:
             if file.endswith(".py") and file != "__main__.py":
-                path = (Path(folder) / file).relative_to(PACKAGE.parent)
+                path = Path("sre_diag") / (Path(folder) / file).relative_to(PACKAGE)
                 parts = list(path.with_suffix("").parts)
                 names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return sorted(names)

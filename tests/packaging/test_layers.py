@@ -1,4 +1,4 @@
-"""The layers of ``plugin`` read bottom-up, and every import points down (README: Layout).
+"""The layers of ``sre_diag`` (the ``plugin/`` folder) read bottom-up; imports point down.
 
 Every import counts: module level, inside functions, and under ``TYPE_CHECKING``. A module may
 import its own layer or a lower one, never a higher one, and no two modules may import each other
@@ -38,12 +38,12 @@ RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
 
 def _modules() -> Iterator[tuple[str, Path]]:
-    """Every module of the installed layout, ``plugin.tools`` included (a link to ``tools/``)."""
+    """Every module of the installed layout, ``sre_diag.tools`` included (a link to ``tools/``)."""
     for folder, _dirs, files in os.walk(PACKAGE, followlinks=True):
         for file in sorted(files):
             if file.endswith(".py"):
                 path = Path(folder) / file
-                parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+                parts = ["sre_diag", *path.relative_to(PACKAGE).with_suffix("").parts]
                 if parts[-1] == "__init__":
                     parts.pop()
                 yield ".".join(parts), path
@@ -90,12 +90,13 @@ def _rank(module: str) -> int | None:
 
 
 def test_every_product_module_has_a_layer() -> None:
-    unplaced = [m for m in MODULES if m not in ("plugin", "plugin.__main__") and _rank(m) is None]
+    top = ("sre_diag", "sre_diag.__main__")
+    unplaced = [m for m in MODULES if m not in top and _rank(m) is None]
     assert unplaced == []
 
 
 def test_nothing_imports_a_top_level_tools_package() -> None:
-    """The evidence adapters are ``plugin.tools``; a host's own ``tools`` must never be ours."""
+    """The evidence adapters are ``sre_diag.tools``; a host's own ``tools`` must never be ours."""
     offenders = []
     for module, path in MODULES.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

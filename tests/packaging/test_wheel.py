@@ -10,7 +10,7 @@ venv's site-packages entries, without this project's own editable finder and met
 empty folder, with no ``PYTHONPATH`` and no ``DIAG_*`` settings: ``sre-diag demo``, ``sre-diag
 diagnose`` against the shipped scripted model server, ``sre-diag replay`` of a recorded event
 and of the bundled sample event, ``sre-diag eval --replay`` of the bundled eval suite, the
-business-database setup module, and ``import plugin; from plugin import register`` — all from
+business-database setup module, and ``import sre_diag; from sre_diag import register`` — all from
 the venv, not the checkout.
 """
 
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from plugin.doubles.scripted_model import ScriptedModelServer
+from sre_diag.doubles.scripted_model import ScriptedModelServer
 from tests.harness.support import call, draft_json, final_step, tool_step
 
 pytestmark = pytest.mark.packaging
@@ -169,66 +169,73 @@ async def _sre_diag(
 
 
 def _installed_path(installed: Installed, cwd: Path, expression: str) -> Path:
-    code = f"import plugin.resources as r; print({expression})"
+    code = f"import sre_diag.resources as r; print({expression})"
     return Path(_run([str(installed.python), "-c", code], cwd, _clean_env(installed.venv)).strip())
 
 
 def test_the_wheel_carries_every_module_and_the_data(installed: Installed) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     for module in (REPO / "plugin").rglob("*.py"):
-        rel = module.relative_to(REPO).as_posix()
+        rel = "sre_diag/" + module.relative_to(REPO / "plugin").as_posix()
         assert rel in names or "__pycache__" in rel, f"{rel} is not in the wheel"
     for module in (REPO / "tools").rglob("*.py"):
-        rel = "plugin/tools/" + module.relative_to(REPO / "tools").as_posix()
+        rel = "sre_diag/tools/" + module.relative_to(REPO / "tools").as_posix()
         assert rel in names or "__pycache__" in rel, f"{rel} is not in the wheel"
     prompts = {p.name for p in (REPO / "prompts").glob("*.md")}
-    assert {f"plugin/resources/prompts/{p}" for p in prompts} <= names
+    assert {f"sre_diag/resources/prompts/{p}" for p in prompts} <= names
     incident = REPO / "examples" / "incident"
     for pattern in ("runbooks/*.md", "logs/*/*/*.jsonl", "cassettes/*.json", "mysql/*.sql"):
         files = {p.relative_to(incident).as_posix() for p in incident.glob(pattern)}
-        assert files and {f"plugin/resources/incident/{f}" for f in files} <= names, pattern
-    assert "plugin/resources/incident/mysql/seed.py" in names
-    assert {"plugin/resources/manifest.yaml", "plugin/resources/manifest.http.yaml"} <= names
+        assert files and {f"sre_diag/resources/incident/{f}" for f in files} <= names, pattern
+    assert "sre_diag/resources/incident/mysql/seed.py" in names
+    assert {"sre_diag/resources/manifest.yaml", "sre_diag/resources/manifest.http.yaml"} <= names
     suite = REPO / "examples" / "evals"
     for pattern in ("*/*.json", "*/*.sql", "*/runbooks/*.md", "*/logs/*/*/*.jsonl"):
         files = {p.relative_to(suite).as_posix() for p in suite.glob(pattern)}
-        assert files and {f"plugin/resources/evals/{f}" for f in files} <= names, pattern
-    assert "plugin/resources/slack/app_mention.json" in names
-    assert "plugin/commands/setup_mysql.py" in names
+        assert files and {f"sre_diag/resources/evals/{f}" for f in files} <= names, pattern
+    assert "sre_diag/resources/slack/app_mention.json" in names
+    assert "sre_diag/commands/setup_mysql.py" in names
     print(f"\nwheel built and installed in {installed.build_seconds:.1f} s")
 
 
 def test_the_wheel_installs_one_top_level_package(installed: Installed) -> None:
-    """CONTRACTS §1: exactly one import package, ``plugin``; nothing named ``tools`` lands in
-    site-packages (a host app's own ``tools`` package must keep working beside ours)."""
+    """Exactly one import package, ``sre_diag``; nothing named ``plugin`` or ``tools`` lands in
+    site-packages (a host app's own packages of those names must keep working beside ours)."""
     names = zipfile.ZipFile(installed.wheel).namelist()
     top = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
-    assert top == {"plugin"}
+    assert top == {"sre_diag"}
     site = next(installed.venv.glob("lib/python*/site-packages"))
-    assert not (site / "tools").exists()
+    assert not (site / "tools").exists() and not (site / "plugin").exists()
     info = next(site.glob("sre_diag-*.dist-info"))
     if (info / "top_level.txt").exists():
-        assert (info / "top_level.txt").read_text().split() == ["plugin"]
+        assert (info / "top_level.txt").read_text().split() == ["sre_diag"]
 
 
-async def test_the_demo_runs_beside_a_host_with_its_own_tools(
+async def test_the_demo_runs_beside_a_host_with_its_own_plugin_and_tools(
     installed: Installed, empty_dir: Path
 ) -> None:
-    """A host Bolt app whose folder holds its own ``tools`` package (first on ``sys.path``):
-    ``python -m plugin demo`` and ``from plugin import register`` still use our adapters."""
+    """A host Bolt app whose folder holds its own ``plugin`` and ``tools`` packages (first on
+    ``sys.path``): ``python -m sre_diag demo`` and ``register(app)`` still use our code."""
     host = empty_dir / "host"
-    (host / "tools").mkdir(parents=True)
-    (host / "tools" / "__init__.py").write_text("HOST = True\n")
-    (host / "tools" / "base.py").write_text("raise ImportError('the host tools were imported')\n")
-    (host / "tools" / "logs.py").write_text("raise ImportError('the host tools were imported')\n")
+    for own in ("plugin", "tools"):
+        (host / own).mkdir(parents=True)
+        (host / own / "__init__.py").write_text("HOST = True\n")
+        for sub in ("base", "logs", "slack", "harness", "register"):
+            (host / own / f"{sub}.py").write_text(f"raise ImportError('the host {own} was used')\n")
     code = (
-        "import tools; from plugin import register; import plugin.tools.logs as ours; "
-        "print(tools.HOST, ours.__name__, register.__module__)"
+        "import plugin, tools; from sre_diag import register; import sre_diag.tools.logs as ours\n"
+        "from slack_bolt.async_app import AsyncApp\n"
+        "app = AsyncApp(token='xoxb-host', signing_secret='s')\n"
+        "handle = register(app, settings=None)\n"
+        "print(plugin.HOST, tools.HOST, ours.__name__, register.__module__, type(handle).__name__)"
     )
-    out = _run([str(installed.python), "-c", code], host, _clean_env(installed.venv))
-    assert out.split() == ["True", "plugin.tools.logs", "plugin.slack.mount"]
+    env = _clean_env(installed.venv, DIAG_ADMIN_CHANNELS="C0123ABC", PYTHONPATH=str(host))
+    out = _run([str(installed.python), "-c", code], host, env)
+    assert out.split()[-5:] == [
+        "True", "True", "sre_diag.tools.logs", "sre_diag.slack.mount", "PluginHandle"
+    ]
     process = await asyncio.create_subprocess_exec(
-        str(installed.python), "-m", "plugin", "demo",
+        str(installed.python), "-m", "sre_diag", "demo",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env=_clean_env(installed.venv), cwd=host,
     )  # fmt: skip
@@ -248,24 +255,24 @@ def test_the_sdist_carries_prompts_incident_and_manifest(installed: Installed) -
 
 
 def test_the_package_imports_from_the_venv(installed: Installed, empty_dir: Path) -> None:
-    code = "import plugin; from plugin import register; print(plugin.__file__, register.__module__)"
+    code = "import sre_diag; from sre_diag import register; print(sre_diag.__file__, register.__module__)"
     out = _run([str(installed.python), "-c", code], empty_dir, _clean_env(installed.venv))
     location, module = out.split()
     assert Path(location).resolve().is_relative_to(installed.venv.resolve()), location
     assert not Path(location).resolve().is_relative_to(REPO)
-    assert module == "plugin.slack.mount"  # re-exported lazily by plugin.slack and plugin
+    assert module == "sre_diag.slack.mount"  # re-exported lazily by sre_diag.slack and sre_diag
     for name in ("BUNDLED_KNOWLEDGE", "BUNDLED_LOGS", "BUNDLED_CASSETTES"):
         path = _installed_path(installed, empty_dir, f"r.{name}")
         assert path.is_relative_to(installed.venv.resolve()) and path.is_dir(), name
     manifest = _run(
-        [str(installed.python), "-c", "import plugin.resources as r; print(r.manifest_text())"],
+        [str(installed.python), "-c", "import sre_diag.resources as r; print(r.manifest_text())"],
         empty_dir,
         _clean_env(installed.venv),
     )
     assert manifest.startswith("# Slack app manifest")
     for name, file in (("manifest", "manifest.yaml"), ("manifest-http", "manifest.http.yaml")):
         shipped = _run(
-            [str(installed.python), "-m", "plugin.resources", name],
+            [str(installed.python), "-m", "sre_diag.resources", name],
             empty_dir,
             _clean_env(installed.venv),
         ).strip()
@@ -341,7 +348,7 @@ async def test_replay_of_the_bundled_sample_event(installed: Installed, empty_di
     event = _installed_path(installed, empty_dir, "r.sample_slack_event()")
     assert event.is_relative_to(installed.venv.resolve()) and event.is_file()
     out = _run(
-        [str(installed.python), "-m", "plugin.resources", "slack-event"],
+        [str(installed.python), "-m", "sre_diag.resources", "slack-event"],
         empty_dir,
         _clean_env(installed.venv),
     )
@@ -380,15 +387,15 @@ async def test_eval_replay_of_the_bundled_suite(installed: Installed, empty_dir:
 
 def test_the_database_setup_ships_as_a_module(installed: Installed, empty_dir: Path) -> None:
     """README's business-database setup runs from the wheel: ``python -m
-    plugin.commands.setup_mysql`` (its usage here; an unreachable server is exit 2, one line)."""
+    sre_diag.commands.setup_mysql`` (its usage here; an unreachable server is exit 2, one line)."""
     out = _run(
-        [str(installed.python), "-m", "plugin.commands.setup_mysql", "--help"],
+        [str(installed.python), "-m", "sre_diag.commands.setup_mysql", "--help"],
         empty_dir,
         _clean_env(installed.venv),
     )
     assert "--admin-dsn" in out and "--ro-password" in out
     done = subprocess.run(
-        [str(installed.python), "-m", "plugin.commands.setup_mysql",
+        [str(installed.python), "-m", "sre_diag.commands.setup_mysql",
          "--admin-dsn", "mysql://nobody@127.0.0.1:9"],
         cwd=empty_dir, env=_clean_env(installed.venv), capture_output=True, text=True,
         timeout=RUN_TIMEOUT, check=False,

@@ -18,14 +18,14 @@ from typing import Any, Self
 
 from aiohttp import web
 
-from plugin.audit import AuditTrail, JsonlAuditSink
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import ExecutionResult, Outcome
-from plugin.doubles.loopback import serve_loopback
-from plugin.doubles.scripted_model import ModelStep, ScriptedModelServer, completion_body
-from plugin.harness.run import Harness
-from plugin.settings import Settings
-from plugin.tools.base import EvidenceAdapter, ToolName
+from sre_diag.audit import AuditTrail, JsonlAuditSink
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import ExecutionResult, Outcome
+from sre_diag.doubles.loopback import serve_loopback
+from sre_diag.doubles.scripted_model import ModelStep, ScriptedModelServer, completion_body
+from sre_diag.harness.run import Harness
+from sre_diag.settings import Settings
+from sre_diag.tools.base import EvidenceAdapter, ToolName
 from tests.harness.support import draft_json, final_step
 
 QUERY = DiagnosisRequest("payment-api 5xx since 10:05 UTC 2026-11-28, order ord_10231")

@@ -1,4 +1,4 @@
-"""Broken audit sinks at the process level: ``python -m plugin diagnose`` and ``serve``.
+"""Broken audit sinks at the process level: ``python -m sre_diag diagnose`` and ``serve``.
 
 The sinks are real: a MariaDB ``diag_audit`` another session holds with ``LOCK TABLES ... WRITE``,
 a TCP server that accepts and never greets, a FIFO or a planted symlink where the day's file
@@ -29,8 +29,8 @@ import aiohttp
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
-from plugin.doubles.recording_slack import RecordingSlackApi
-from plugin.doubles.scripted_model import ModelStep
+from sre_diag.doubles.recording_slack import RecordingSlackApi
+from sre_diag.doubles.scripted_model import ModelStep
 from tests.audit_support import (
     audit_database,
     audit_file_names,
@@ -64,8 +64,8 @@ import resource, runpy, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 limit = int(sys.argv.pop(1))
 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-sys.argv[0] = "plugin"
-runpy.run_module("plugin", run_name="__main__", alter_sys=True)
+sys.argv[0] = "sre_diag"
+runpy.run_module("sre_diag", run_name="__main__", alter_sys=True)
 """
 
 
@@ -97,7 +97,7 @@ async def _read_lines(
 
 async def run_cli(env: dict[str, str], cwd: Path, *, fsize_limit: int | None = None) -> Timed:
     prefix = (
-        ["-c", FSIZE_WRAPPER, str(fsize_limit)] if fsize_limit is not None else ["-m", "plugin"]
+        ["-c", FSIZE_WRAPPER, str(fsize_limit)] if fsize_limit is not None else ["-m", "sre_diag"]
     )
     started = time.monotonic()
     process = await asyncio.create_subprocess_exec(
@@ -356,7 +356,7 @@ async def _answer_at(slack: RecordingSlackApi, thread_ts: str) -> float:
 
 async def _serve(env: dict[str, str], cwd: Path, port: int) -> asyncio.subprocess.Process:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "plugin", "serve", "--http", "--port", str(port),
+        sys.executable, "-m", "sre_diag", "serve", "--http", "--port", str(port),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd,
     )  # fmt: skip
     for _ in range(300):

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from plugin.contract.result import Outcome
-from plugin.tools.base import ToolName
-from plugin.tools.logs import JsonlLogSource, LogsAdapter
+from sre_diag.contract.result import Outcome
+from sre_diag.tools.base import ToolName
+from sre_diag.tools.logs import JsonlLogSource, LogsAdapter
 from tests.conftest import StartServer
 from tests.harness.support import call, draft_json, final_step, tool_step
 from tests.reliability.support import (

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from plugin.tools.base import AdapterCall, Ready
-from plugin.tools.knowledge import KnowledgeAdapter
-from plugin.tools.logs import JsonlLogSource, LogsAdapter
-from plugin.tools.schemas import KnowledgeInput, LogLevel, LogsInput
+from sre_diag.tools.base import AdapterCall, Ready
+from sre_diag.tools.knowledge import KnowledgeAdapter
+from sre_diag.tools.logs import JsonlLogSource, LogsAdapter
+from sre_diag.tools.schemas import KnowledgeInput, LogLevel, LogsInput
 
 pytestmark = pytest.mark.solo  # loop lag under CPU load: the serial phase (scripts/test)
 

@@ -20,16 +20,16 @@ from typing import Any
 
 import pytest
 
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import FailureCode, Outcome
-from plugin.doubles.scripted_model import ModelStep
-from plugin.harness.hooks import StepHook
-from plugin.harness.ledger import Invocation
-from plugin.harness.state import RunState
-from plugin.tools.base import ToolName
-from plugin.tools.logs import LogsAdapter, LokiLogSource
-from plugin.tools.mysql import MysqlAdapter
-from plugin.wiring import build_adapters
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import FailureCode, Outcome
+from sre_diag.doubles.scripted_model import ModelStep
+from sre_diag.harness.hooks import StepHook
+from sre_diag.harness.ledger import Invocation
+from sre_diag.harness.state import RunState
+from sre_diag.tools.base import ToolName
+from sre_diag.tools.logs import LogsAdapter, LokiLogSource
+from sre_diag.tools.mysql import MysqlAdapter
+from sre_diag.wiring import build_adapters
 from tests.conftest import StartServer
 from tests.harness.support import adapters, call, draft_json, final_step, tool_step
 from tests.mysql_db import MARIADB_SOLO
@@ -78,7 +78,8 @@ def completion_body(content: str | None, **message: Any) -> str:
 
 
 TEN_MB = 10 * 1024 * 1024
-"""Past the model HTTP client's cap (``plugin.harness.model.answer_cap``): refused as it arrives."""
+"""Past the model HTTP client's cap (``sre_diag.harness.model.answer_cap``): refused as it
+arrives."""
 THREE_MB = 3 * 1024 * 1024
 """Under that cap, multi-megabyte: read whole, then judged by the harness (the gate, the
 Draft parser)."""

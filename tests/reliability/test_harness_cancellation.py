@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import ExecutionResult, Outcome
-from plugin.doubles.scripted_model import ModelStep
-from plugin.errors import StopReason
-from plugin.harness.hooks import StepHook
-from plugin.harness.state import ModelRound, RunState
-from plugin.tools.base import AdapterCall, Ready, ToolName
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import ExecutionResult, Outcome
+from sre_diag.doubles.scripted_model import ModelStep
+from sre_diag.errors import StopReason
+from sre_diag.harness.hooks import StepHook
+from sre_diag.harness.state import ModelRound, RunState
+from sre_diag.tools.base import AdapterCall, Ready, ToolName
 from tests.harness.support import LOGS_INPUT, ScriptedAdapter, adapters, call, tool_step
 from tests.reliability.support import ConversationModelServer, audit_records, build
 

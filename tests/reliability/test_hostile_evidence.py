@@ -15,13 +15,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from plugin.contract.result import Outcome
-from plugin.tools.base import AdapterCall, Ready, ToolName
-from plugin.tools.knowledge import KnowledgeAdapter
-from plugin.tools.logs import JsonlLogSource, LogsAdapter
-from plugin.tools.mysql import MysqlAdapter
-from plugin.tools.runbooks import iter_sections
-from plugin.tools.schemas import KnowledgeInput, LogItem, LogsInput
+from sre_diag.contract.result import Outcome
+from sre_diag.tools.base import AdapterCall, Ready, ToolName
+from sre_diag.tools.knowledge import KnowledgeAdapter
+from sre_diag.tools.logs import JsonlLogSource, LogsAdapter
+from sre_diag.tools.mysql import MysqlAdapter
+from sre_diag.tools.runbooks import iter_sections
+from sre_diag.tools.schemas import KnowledgeInput, LogItem, LogsInput
 from tests.conftest import StartServer
 from tests.harness.support import call, draft_json, final_step, tool_step
 from tests.mysql_db import MARIADB

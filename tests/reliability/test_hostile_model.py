@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from plugin.contract.result import FailureCode, Outcome
-from plugin.doubles.scripted_model import ModelStep, ToolCallSpec
-from plugin.errors import StopReason
-from plugin.tools.base import AdapterErrorCode, Failed, ToolName
+from sre_diag.contract.result import FailureCode, Outcome
+from sre_diag.doubles.scripted_model import ModelStep, ToolCallSpec
+from sre_diag.errors import StopReason
+from sre_diag.tools.base import AdapterErrorCode, Failed, ToolName
 from tests.conftest import StartServer
 from tests.harness.support import (
     ScriptedAdapter,

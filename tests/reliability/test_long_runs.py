@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import ExecutionResult, Outcome
-from plugin.doubles.scripted_model import ModelStep
-from plugin.harness.run import Harness
-from plugin.tools.base import ToolName
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import ExecutionResult, Outcome
+from sre_diag.doubles.scripted_model import ModelStep
+from sre_diag.harness.run import Harness
+from sre_diag.tools.base import ToolName
 from tests.harness.support import adapters, call, draft_json, final_step, tool_step
 from tests.reliability.support import (
     LOGS_WINDOW,

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from plugin.contract.result import ExecutionResult, FailureCode, Outcome
-from plugin.errors import StopReason
-from plugin.harness.model import MODEL_ANSWER_MAX_BYTES, answer_cap
-from plugin.harness.run import Harness
+from sre_diag.contract.result import ExecutionResult, FailureCode, Outcome
+from sre_diag.errors import StopReason
+from sre_diag.harness.model import MODEL_ANSWER_MAX_BYTES, answer_cap
+from sre_diag.harness.run import Harness
 from tests.harness.support import adapters, draft_json
 from tests.model_wire import FakeModel, chat_reply, tool_call_reply
 from tests.reliability.support import LOGS_WINDOW, QUERY, audit_of, build

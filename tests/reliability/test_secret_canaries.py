@@ -1,4 +1,4 @@
-"""Secret canaries through ``python -m plugin diagnose`` as a process, with the real adapters.
+"""Secret canaries through ``python -m sre_diag diagnose`` as a process, with the real adapters.
 
 Unique canaries shaped like real secrets are planted in log lines (a bearer token, a
 ``password=`` pair), in a runbook (an AKIA key id, a JWT, ``password:``), in a secret-named

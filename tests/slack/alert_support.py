@@ -10,7 +10,7 @@ from typing import Any
 
 from slack_bolt.response import BoltResponse
 
-from plugin.doubles.scripted_model import ScriptedModelServer
+from sre_diag.doubles.scripted_model import ScriptedModelServer
 from tests.slack.support import ADMIN, APP_ID, TEAM_ID, SlackRig
 
 __all__ = ["ALERT_APP", "ALERT_BOT", "alert_event", "asked", "diagnose", "new_ts", "queries"]

@@ -2,7 +2,7 @@
 
 ``ServeProcess.start(..., connect_timeout=N)`` runs ``serve`` through a tiny wrapper that only
 shortens the 60 s connection bound (``serve(connect_timeout_seconds=N)``); everything else is
-``python -m plugin serve``.
+``python -m sre_diag serve``.
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ APP_TOKEN = "xapp-test-CANARY-app-token-91"
 
 _WRAPPER = """
 import asyncio, logging, sys
-from plugin.commands.exits import load_settings
-from plugin.service.ops import stop_on_signals
+from sre_diag.commands.exits import load_settings
+from sre_diag.service.ops import stop_on_signals
 logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                     format="%(asctime)s %(levelname)s %(name)s %(message)s")
 async def main() -> int:
     stop = stop_on_signals()
-    from plugin.service.serve import serve
+    from sre_diag.service.serve import serve
     return await serve(load_settings(), http=sys.argv[2] == "http", port=int(sys.argv[3]),
                        stop=stop, connect_timeout_seconds=float(sys.argv[1]))
 sys.exit(asyncio.run(main()))
@@ -94,11 +94,11 @@ class ServeProcess:
         command: Sequence[str] | None = None,
     ) -> ServeProcess:
         """``extra``: more ``serve`` arguments (``--workers 2``); ``command``: another command
-        of ``python -m plugin`` altogether (``["worker"]``)."""
+        of ``python -m sre_diag`` altogether (``["worker"]``)."""
         if command is not None:
-            args = ["-m", "plugin", *command]
+            args = ["-m", "sre_diag", *command]
         elif connect_timeout is None:
-            args = ["-m", "plugin", "serve", *(["--http"] if http else [])]
+            args = ["-m", "sre_diag", "serve", *(["--http"] if http else [])]
             args += ["--port", str(port or free_port()), *extra]
         else:
             args = ["-c", _WRAPPER, str(connect_timeout), "http" if http else "socket"]

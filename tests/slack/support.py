@@ -30,13 +30,13 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.audit import AuditTrail, JsonlAuditSink
-from plugin.doubles.recording_slack import RecordingSlackApi
-from plugin.doubles.scripted_model import ScriptedModelServer
-from plugin.harness.run import Harness
-from plugin.slack import PluginHandle, StatusBudget, register
-from plugin.slack.jobs import JobQueue
-from plugin.slack.state import DEFAULT_NAMESPACE
+from sre_diag.audit import AuditTrail, JsonlAuditSink
+from sre_diag.doubles.recording_slack import RecordingSlackApi
+from sre_diag.doubles.scripted_model import ScriptedModelServer
+from sre_diag.harness.run import Harness
+from sre_diag.slack import PluginHandle, StatusBudget, register
+from sre_diag.slack.jobs import JobQueue
+from sre_diag.slack.state import DEFAULT_NAMESPACE
 from tests.harness.support import adapters, settings_for
 
 SIGNING_SECRET = "test-signing-secret-CANARY-3c1d"

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from plugin.doubles.recording_slack import RecordingSlackApi
-from plugin.slack.job_entry import Job, Poison, parse_entry
-from plugin.slack.state import MemoryState, RedisState, SharedState
+from sre_diag.doubles.recording_slack import RecordingSlackApi
+from sre_diag.slack.job_entry import Job, Poison, parse_entry
+from sre_diag.slack.state import MemoryState, RedisState, SharedState
 from tests.conftest import StartServer
 from tests.harness.support import draft_json, final_step
 from tests.slack.alert_support import ALERT_BOT, alert_event, new_ts

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from plugin.doubles.recording_slack import BOT_ID, BOT_USER_ID
-from plugin.doubles.scripted_model import ModelStep
+from sre_diag.doubles.recording_slack import BOT_ID, BOT_USER_ID
+from sre_diag.doubles.scripted_model import ModelStep
 from tests.conftest import StartServer
 from tests.harness.support import audit_records, draft_json, final_step
 from tests.slack.alert_support import ALERT_APP, ALERT_BOT, alert_event, asked, new_ts, queries

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from plugin.settings import Settings, describe_invalid_settings
+from sre_diag.settings import Settings, describe_invalid_settings
 
 
 def _settings(**env: str) -> Settings:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from plugin.doubles.scripted_model import ModelStep
+from sre_diag.doubles.scripted_model import ModelStep
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, tool_step
 from tests.slack.support import SlackRig, slack_rig

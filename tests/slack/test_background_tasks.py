@@ -1,4 +1,4 @@
-"""``plugin.aio``: a background loop whose client swallowed a cancellation still ends (the loops
+"""``sre_diag.aio``: a background loop whose client swallowed a cancellation still ends (the loops
 check ``stopping()`` on each turn, as the product's do), and no stop waits longer than told."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from plugin.aio import stop_task, stop_tasks, stopping
+from sre_diag.aio import stop_task, stop_tasks, stopping
 
 
 async def _client_call(seconds: float) -> None:
@@ -64,7 +64,7 @@ async def test_a_task_that_never_ends_is_left_after_the_bound(
     await asyncio.sleep(0)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    with caplog.at_level(logging.ERROR, logger="plugin.aio"):
+    with caplog.at_level(logging.ERROR, logger="sre_diag.aio"):
         assert not await stop_task(task, 0.6)
     assert loop.time() - started < 2.0
     assert "diag-stubborn" in caplog.text

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from plugin.contract.request import format_asked_at, slack_ts_moment
-from plugin.doubles.recording_slack import BOT_ID
+from sre_diag.contract.request import format_asked_at, slack_ts_moment
+from sre_diag.doubles.recording_slack import BOT_ID
 from tests.conftest import StartServer
 from tests.harness.support import audit_records, draft_json, final_step
 from tests.slack.alert_support import ALERT_BOT, asked, diagnose, new_ts, queries

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from plugin.contract.text import EvidenceCheck, render_evidence_text
-from plugin.slack.blocks import EVIDENCE_ACTION_ID, render_evidence
+from sre_diag.contract.text import EvidenceCheck, render_evidence_text
+from sre_diag.slack.blocks import EVIDENCE_ACTION_ID, render_evidence
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, tool_step
 from tests.slack.support import (

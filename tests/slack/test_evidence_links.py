@@ -14,11 +14,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
-from plugin.contract.text import EvidenceCheck
-from plugin.slack.blocks import render_evidence
-from plugin.slack.links import LinkMaker, explore_url, github_anchor, runbook_link, safe_url
-from plugin.tools.logs import build_logql
-from plugin.tools.schemas import LogsInput
+from sre_diag.contract.text import EvidenceCheck
+from sre_diag.slack.blocks import render_evidence
+from sre_diag.slack.links import LinkMaker, explore_url, github_anchor, runbook_link, safe_url
+from sre_diag.tools.logs import build_logql
+from sre_diag.tools.schemas import LogsInput
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, settings_for, tool_step
 from tests.slack.support import answer_button, blocks_of, button_payload, slack_rig
@@ -115,7 +115,7 @@ async def test_links_only_with_their_settings(model_server: StartServer, tmp_pat
 
 def test_hostile_runbook_paths_and_headings_stay_inert() -> None:
     check = EvidenceCheck(1, "call-1", "lookup_knowledge", "kb", {"items": []})
-    from plugin.slack.links import Link
+    from sre_diag.slack.links import Link
 
     hostile = Link("a|b> <!here> *x*", "https://wiki.example.com/a%7Cb%3E.md")
     spoofed = Link("evil", "https://evil.example/<!channel>|x")
@@ -192,7 +192,7 @@ async def test_a_repeated_heading_links_to_its_own_occurrence(
 ) -> None:
     """GitHub numbers a repeated heading (``mitigation``, ``mitigation-1``…, a fenced line is no
     heading): each section the knowledge index returns links to its own occurrence."""
-    from plugin.tools.runbooks import iter_sections
+    from sre_diag.tools.runbooks import iter_sections
 
     model = await model_server([])
     runbooks = tmp_path / "runbooks"

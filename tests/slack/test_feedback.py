@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from plugin.slack.blocks import FEEDBACK_DOWN_ACTION_ID, FEEDBACK_UP_ACTION_ID
-from plugin.slack.feedback import FEEDBACK_VIEW_ID, REASON_ACTION_ID, REASON_BLOCK_ID
+from sre_diag.slack.blocks import FEEDBACK_DOWN_ACTION_ID, FEEDBACK_UP_ACTION_ID
+from sre_diag.slack.feedback import FEEDBACK_VIEW_ID, REASON_ACTION_ID, REASON_BLOCK_ID
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, tool_step
 from tests.slack.support import (

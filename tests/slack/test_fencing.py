@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from plugin.doubles.recording_slack import RecordingSlackApi
-from plugin.doubles.scripted_model import ModelStep
-from plugin.slack.jobs import DEFAULT_STREAM, GROUP
+from sre_diag.doubles.recording_slack import RecordingSlackApi
+from sre_diag.doubles.scripted_model import ModelStep
+from sre_diag.slack.jobs import DEFAULT_STREAM, GROUP
 from tests.conftest import StartServer
 from tests.harness.support import draft_json
 from tests.slack.redis_server import OwnRedis, own_redis

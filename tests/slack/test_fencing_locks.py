@@ -10,10 +10,10 @@ import asyncio
 import time
 from pathlib import Path
 
-from plugin.doubles.scripted_model import ModelStep
-from plugin.slack.jobs import DEFAULT_STREAM, JobQueue
-from plugin.slack.state import DEFAULT_NAMESPACE, connect_redis
-from plugin.slack.wording import BUSY
+from sre_diag.doubles.scripted_model import ModelStep
+from sre_diag.slack.jobs import DEFAULT_STREAM, JobQueue
+from sre_diag.slack.state import DEFAULT_NAMESPACE, connect_redis
+from sre_diag.slack.wording import BUSY
 from tests.conftest import StartServer
 from tests.harness.support import draft_json
 from tests.slack.redis_server import own_redis

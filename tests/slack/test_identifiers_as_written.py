@@ -18,12 +18,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plugin.contract.draft import DiagnosisDraft
-from plugin.contract.result import ExecutionResult
-from plugin.contract.text import EvidenceCheck, one_line, render_evidence_text, render_text
-from plugin.slack.blocks import SlackMessage, StatusView, render_evidence, render_status
-from plugin.slack.mrkdwn import escape, mrkdwn_escape
-from plugin.slack.render import render_result
+from sre_diag.contract.draft import DiagnosisDraft
+from sre_diag.contract.result import ExecutionResult
+from sre_diag.contract.text import EvidenceCheck, one_line, render_evidence_text, render_text
+from sre_diag.slack.blocks import SlackMessage, StatusView, render_evidence, render_status
+from sre_diag.slack.mrkdwn import escape, mrkdwn_escape
+from sre_diag.slack.render import render_result
 
 IDENTIFIERS = [
     "ord_10290", "ERR_DB_POOL_EXHAUSTED", "__init__", "_private", "trailing_", "a__b",

@@ -1,4 +1,4 @@
-"""The run queue (``plugin.slack.jobs.JobQueue``) against the machine's Redis: delivery, depth,
+"""The run queue (``sre_diag.slack.jobs.JobQueue``) against the machine's Redis: delivery, depth,
 lost-job claims and trimming — the stream keeps every entry that is waiting or running and drops
 the acknowledged ones.
 
@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from plugin.slack.fence import RunFence, TakeoverVerdict
-from plugin.slack.job_entry import Job, Poison, parse_entry
-from plugin.slack.jobs import GROUP, JobQueue, Taken
-from plugin.slack.state import connect_redis
+from sre_diag.slack.fence import RunFence, TakeoverVerdict
+from sre_diag.slack.job_entry import Job, Poison, parse_entry
+from sre_diag.slack.jobs import GROUP, JobQueue, Taken
+from sre_diag.slack.state import connect_redis
 from tests.slack.support import closed_port, require_redis
 
 _DB = 12

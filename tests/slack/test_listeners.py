@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from plugin.doubles.scripted_model import ModelStep
+from sre_diag.doubles.scripted_model import ModelStep
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, tool_step
 from tests.slack.support import ABSENT, ADMIN, OTHER, SlackRig, slack_rig

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from plugin.slack import DIAGNOSE_CALLBACK_ID, REPLAY_CALLBACK_ID
+from sre_diag.slack import DIAGNOSE_CALLBACK_ID, REPLAY_CALLBACK_ID
 
 REPO = Path(__file__).resolve().parents[2]
 SOCKET = REPO / "manifest.yaml"

@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from plugin.slack.alerts import AlertIgnore, alert_pattern, cooldown_key, gate_alert, message_query
+from sre_diag.slack.alerts import (
+    AlertIgnore,
+    alert_pattern,
+    cooldown_key,
+    gate_alert,
+    message_query,
+)
 
 ADMIN = "CADMIN0001"
 SOURCES = frozenset({"B0ALERTS01", "A0GRAFANA1"})

@@ -15,10 +15,10 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.audit import AuditTrail, JsonlAuditSink
-from plugin.doubles.recording_slack import RecordingSlackApi
-from plugin.harness.run import Harness
-from plugin.slack import register
+from sre_diag.audit import AuditTrail, JsonlAuditSink
+from sre_diag.doubles.recording_slack import RecordingSlackApi
+from sre_diag.harness.run import Harness
+from sre_diag.slack import register
 from tests.conftest import StartServer
 from tests.harness.support import adapters, draft_json, final_step, settings_for
 from tests.slack.support import ADMIN, BOT_TOKEN
@@ -140,7 +140,7 @@ async def test_replay_command_prints_posts_and_result(
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "plugin",
+        "sre_diag",
         "replay",
         str(REPO / "examples/slack/app_mention.json"),
         stdout=asyncio.subprocess.PIPE,
@@ -184,7 +184,7 @@ async def test_replay_command_rejects_a_non_mention(tmp_path: Path) -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "plugin",
+        "sre_diag",
         "replay",
         str(bad),
         stdout=asyncio.subprocess.PIPE,

@@ -18,12 +18,12 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 from slack_bolt.async_app import AsyncApp
 
-from plugin.contract.text import STOP_EXPLANATIONS
-from plugin.doubles.recording_slack import RecordingSlackApi
-from plugin.doubles.scripted_model import ModelStep
-from plugin.errors import StopReason
-from plugin.slack import register
-from plugin.slack.metrics import Metrics
+from sre_diag.contract.text import STOP_EXPLANATIONS
+from sre_diag.doubles.recording_slack import RecordingSlackApi
+from sre_diag.doubles.scripted_model import ModelStep
+from sre_diag.errors import StopReason
+from sre_diag.slack import register
+from sre_diag.slack.metrics import Metrics
 from tests.conftest import StartServer
 from tests.harness.support import call, draft_json, final_step, settings_for, tool_step
 from tests.slack.serve_support import (

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
-from plugin.slack.blocks import StatusView
-from plugin.slack.progress import ProgressTracker
+from sre_diag.slack.blocks import StatusView
+from sre_diag.slack.progress import ProgressTracker
 
 
 def _tracker(poll_seconds: float) -> tuple[ProgressTracker, list[str]]:

@@ -19,8 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from slack_bolt.authorization import AuthorizeResult
 
-from plugin.doubles.recording_slack import BOT_USER_ID
-from plugin.slack.gate import own_mention_removed
+from sre_diag.doubles.recording_slack import BOT_USER_ID
+from sre_diag.slack.gate import own_mention_removed
 from tests.conftest import StartServer
 from tests.harness.support import draft_json, final_step
 from tests.slack.support import ADMIN, APP_ID, TEAM_ID, SlackRig, slack_rig

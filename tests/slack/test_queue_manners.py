@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from plugin.doubles.scripted_model import ModelStep
-from plugin.slack.progress import StatusBudget, TokenBucket
-from plugin.slack.wording import BUSY
+from sre_diag.doubles.scripted_model import ModelStep
+from sre_diag.slack.progress import StatusBudget, TokenBucket
+from sre_diag.slack.wording import BUSY
 from tests.conftest import StartServer
 from tests.harness.support import draft_json
 from tests.slack.support import (

@@ -7,10 +7,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from plugin.commands.replay import replay_envelope
-from plugin.contract.text import render_text
-from plugin.doubles.scripted_model import ModelStep
-from plugin.slack.blocks import (
+from sre_diag.commands.replay import replay_envelope
+from sre_diag.contract.text import render_text
+from sre_diag.doubles.scripted_model import ModelStep
+from sre_diag.slack.blocks import (
     CANCEL_ACTION_ID,
     EVIDENCE_ACTION_ID,
     FEEDBACK_DOWN_ACTION_ID,

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from plugin.slack.job_entry import Job
-from plugin.slack.jobs import JobQueue
-from plugin.slack.state import REDIS_MAX_CONNECTIONS, Lease, RedisState, connect_redis
+from sre_diag.slack.job_entry import Job
+from sre_diag.slack.jobs import JobQueue
+from sre_diag.slack.state import REDIS_MAX_CONNECTIONS, Lease, RedisState, connect_redis
 from tests.slack.support import redis_url, require_redis
 
 _DB = 12

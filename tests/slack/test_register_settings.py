@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from slack_bolt.async_app import AsyncApp
 
-from plugin.errors import ConfigError
-from plugin.service.serve import check_serve_settings
-from plugin.slack import register
+from sre_diag.errors import ConfigError
+from sre_diag.service.serve import check_serve_settings
+from sre_diag.slack import register
 from tests.conftest import StartServer
 from tests.harness.support import settings_for
 

@@ -11,13 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plugin.contract.draft import DiagnosisDraft
-from plugin.contract.result import ExecutionResult
-from plugin.contract.text import STOP_EXPLANATIONS
-from plugin.errors import StopReason
-from plugin.slack.blocks import CANCEL_ACTION_ID, SlackMessage, StatusView, render_status
-from plugin.slack.mrkdwn import escape, mrkdwn_escape
-from plugin.slack.render import render_result
+from sre_diag.contract.draft import DiagnosisDraft
+from sre_diag.contract.result import ExecutionResult
+from sre_diag.contract.text import STOP_EXPLANATIONS
+from sre_diag.errors import StopReason
+from sre_diag.slack.blocks import CANCEL_ACTION_ID, SlackMessage, StatusView, render_status
+from sre_diag.slack.mrkdwn import escape, mrkdwn_escape
+from sre_diag.slack.render import render_result
 
 HOSTILE = "<!channel> <@U123ABC> @here <https://evil|click> & *bold* @everyone <!here>"
 RAW_MARKERS = ("<!channel>", "<@U123ABC>", "<https://evil|click>", "<!here>")

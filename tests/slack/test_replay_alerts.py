@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from plugin.commands.replay import ReplayError, replay_envelope
+from sre_diag.commands.replay import ReplayError, replay_envelope
 from tests.conftest import StartServer
 from tests.harness.support import (
     LOGS_INPUT,
@@ -92,7 +92,7 @@ async def test_the_replay_command_prints_an_alert_thread(
     }
     env.pop("DIAG_MYSQL_DSN", None)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "plugin", "replay", str(ALERT),
+        sys.executable, "-m", "sre_diag", "replay", str(ALERT),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=tmp_path,
     )  # fmt: skip
     out, err = await asyncio.wait_for(process.communicate(), timeout=120)

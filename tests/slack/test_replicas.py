@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-import plugin
-from plugin.doubles.scripted_model import ModelStep
-from plugin.slack.state import Lease, MemoryState, RedisState, SharedState
+import sre_diag
+from sre_diag.doubles.scripted_model import ModelStep
+from sre_diag.slack.state import Lease, MemoryState, RedisState, SharedState
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, tool_step
 from tests.slack.support import (
@@ -157,6 +157,6 @@ async def test_cancel_from_another_channel_is_refused_on_a_non_owning_replica(
 
 
 def test_plugin_register_is_the_slack_register() -> None:
-    from plugin.slack import register
+    from sre_diag.slack import register
 
-    assert plugin.register is register
+    assert sre_diag.register is register

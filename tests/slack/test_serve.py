@@ -1,4 +1,4 @@
-"""``python -m plugin serve --http`` as a process: a signed mention over HTTP is answered in the
+"""``python -m sre_diag serve --http`` as a process: a signed mention over HTTP is answered in the
 thread through the configured Web API URL, and SIGTERM drains the run before the process exits.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import aiohttp
 from slack_sdk.signature import SignatureVerifier
 
-from plugin.doubles.recording_slack import RecordingSlackApi
-from plugin.doubles.scripted_model import ModelStep
+from sre_diag.doubles.recording_slack import RecordingSlackApi
+from sre_diag.doubles.scripted_model import ModelStep
 from tests.conftest import StartServer
 from tests.harness.support import draft_json
 from tests.slack.support import ADMIN, BOT_TOKEN, SIGNING_SECRET
@@ -68,7 +68,7 @@ async def test_serve_http_answers_and_drains_on_sigterm(
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "plugin",
+            "sre_diag",
             "serve",
             "--http",
             "--port",

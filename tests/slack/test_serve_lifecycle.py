@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from plugin.doubles.recording_slack import RecordingSlackApi
-from plugin.doubles.scripted_model import ModelStep
+from sre_diag.doubles.recording_slack import RecordingSlackApi
+from sre_diag.doubles.scripted_model import ModelStep
 from tests.conftest import StartServer
 from tests.harness.support import draft_json
 from tests.slack.serve_support import (

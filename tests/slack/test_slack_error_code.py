@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.slack_response import SlackResponse
 
-from plugin.slack.posting import failure_name, slack_error_code
+from sre_diag.slack.posting import failure_name, slack_error_code
 
 _CODE = re.compile(r"[a-z0-9_.]{1,64}")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from plugin.doubles.scripted_model import ModelStep
+from sre_diag.doubles.scripted_model import ModelStep
 from tests.conftest import StartServer
 from tests.harness.support import audit_records, draft_json, final_step
 from tests.slack.support import BOT_TOKEN, SIGNING_SECRET, SlackRig, slack_rig
@@ -92,7 +92,7 @@ async def _wave(rig: SlackRig, prefix: str, size: int) -> None:
 async def test_long_runs_leave_nothing_behind(
     model_server: StartServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    for name in (None, "plugin"):  # 5,000 INFO records kept by pytest are not the product's
+    for name in (None, "sre_diag"):  # 5,000 INFO records kept by pytest are not the product's
         caplog.set_level(logging.WARNING, logger=name)
     sequential, waves, per_wave = 500, 10, 50
     total = per_wave + sequential + waves * per_wave

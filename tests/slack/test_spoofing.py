@@ -18,14 +18,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plugin.contract.draft import DiagnosisDraft, DraftDefect
-from plugin.contract.result import ExecutionResult, FailureCode
-from plugin.contract.text import render_text
-from plugin.errors import StopReason
-from plugin.slack.blocks import SlackMessage, StatusView, render_status
-from plugin.slack.mrkdwn import escape, mrkdwn_escape
-from plugin.slack.render import render_result
-from plugin.tools.base import ToolName
+from sre_diag.contract.draft import DiagnosisDraft, DraftDefect
+from sre_diag.contract.result import ExecutionResult, FailureCode
+from sre_diag.contract.text import render_text
+from sre_diag.errors import StopReason
+from sre_diag.slack.blocks import SlackMessage, StatusView, render_status
+from sre_diag.slack.mrkdwn import escape, mrkdwn_escape
+from sre_diag.slack.render import render_result
+from sre_diag.tools.base import ToolName
 from tests.slack.test_render import _assert_limits
 
 # --------------------------------------------------------------------------- hostile text

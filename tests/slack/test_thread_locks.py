@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from plugin.commands.replay import replay_envelope
-from plugin.doubles.scripted_model import ModelStep
-from plugin.slack.state import DEFAULT_NAMESPACE
-from plugin.slack.wording import BUSY, UNAVAILABLE
+from sre_diag.commands.replay import replay_envelope
+from sre_diag.doubles.scripted_model import ModelStep
+from sre_diag.slack.state import DEFAULT_NAMESPACE
+from sre_diag.slack.wording import BUSY, UNAVAILABLE
 from tests.conftest import StartServer
 from tests.harness.support import draft_json, final_step, settings_for
 from tests.slack.support import (

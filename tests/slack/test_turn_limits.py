@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from slack_sdk.web.async_client import AsyncWebClient
 
-from plugin.contract.draft import DiagnosisDraft
-from plugin.contract.prompts import system_prompt
-from plugin.contract.request import DiagnosisRequest, InputLimits, PreviousTurn, model_input
-from plugin.contract.result import ExecutionResult
-from plugin.doubles.recording_slack import BOT_ID, RecordingSlackApi
-from plugin.slack.turns import (
+from sre_diag.contract.draft import DiagnosisDraft
+from sre_diag.contract.prompts import system_prompt
+from sre_diag.contract.request import DiagnosisRequest, InputLimits, PreviousTurn, model_input
+from sre_diag.contract.result import ExecutionResult
+from sre_diag.doubles.recording_slack import BOT_ID, RecordingSlackApi
+from sre_diag.slack.turns import (
     DEFAULT_LIMITS,
     METADATA_MAX_BYTES,
     TURN_MAX_WIRE_BYTES,

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from slack_bolt.authorization import AuthorizeResult
 
-from plugin.commands.replay import ReplayError, replay_envelope
-from plugin.doubles.recording_slack import BOT_ID, BOT_USER_ID
+from sre_diag.commands.replay import ReplayError, replay_envelope
+from sre_diag.doubles.recording_slack import BOT_ID, BOT_USER_ID
 from tests.conftest import StartServer
 from tests.harness.support import draft_json, final_step, settings_for
 from tests.slack.support import ABSENT, ADMIN, BOT_TOKEN, Authorize, SlackRig, slack_rig
@@ -121,7 +121,7 @@ async def test_without_a_bot_id_no_previous_turn_is_trusted(
     model = await model_server(
         [final_step(draft_json(conclusion=False)), final_step(draft_json(conclusion=False))]
     )
-    caplog.set_level(logging.INFO, logger="plugin.slack")
+    caplog.set_level(logging.INFO, logger="sre_diag.slack")
     async with slack_rig(model, tmp_path, authorize=authorize) as rig:
         await rig.mention(QUESTION, ts=ROOT)
         await rig.handle.manager.wait_idle()
@@ -268,7 +268,7 @@ async def test_malformed_event_is_acknowledged_and_dropped_with_a_reason(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     model = await model_server([final_step(draft_json(conclusion=False))])
-    caplog.set_level(logging.INFO, logger="plugin.slack")
+    caplog.set_level(logging.INFO, logger="sre_diag.slack")
     async with slack_rig(model, tmp_path) as rig:
         fields = dict(fields)
         thread_ts = fields.pop("thread_ts", None)
@@ -301,7 +301,7 @@ async def test_malformed_event_is_acknowledged_and_dropped_with_a_reason(
 async def test_replay_command_refuses_a_malformed_event_before_dispatch(
     fields: dict[str, Any], what: str, model_server: StartServer, tmp_path: Path
 ) -> None:
-    """``python -m plugin replay FILE`` says which field is wrong (exit 2 in the CLI)."""
+    """``python -m sre_diag replay FILE`` says which field is wrong (exit 2 in the CLI)."""
     model = await model_server([])
     event = {
         "type": "app_mention",

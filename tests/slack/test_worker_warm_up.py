@@ -11,8 +11,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from plugin.doubles.recording_slack import RecordingSlackApi
-from plugin.resources import BUNDLED_KNOWLEDGE
+from sre_diag.doubles.recording_slack import RecordingSlackApi
+from sre_diag.resources import BUNDLED_KNOWLEDGE
 from tests.slack.redis_server import own_redis
 from tests.slack.serve_support import ServeProcess, free_port, serve_env, wait_status
 

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from plugin.doubles.recording_slack import RecordingSlackApi
-from plugin.doubles.scripted_model import ModelStep
-from plugin.slack.blocks import EVIDENCE_ACTION_ID, FEEDBACK_UP_ACTION_ID
-from plugin.slack.jobs import DEFAULT_STREAM, GROUP
+from sre_diag.doubles.recording_slack import RecordingSlackApi
+from sre_diag.doubles.scripted_model import ModelStep
+from sre_diag.slack.blocks import EVIDENCE_ACTION_ID, FEEDBACK_UP_ACTION_ID
+from sre_diag.slack.jobs import DEFAULT_STREAM, GROUP
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, tool_step
 from tests.slack.serve_support import (

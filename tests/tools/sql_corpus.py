@@ -7,8 +7,8 @@ SELECTs on the incident schema that must pass the guard and run on the server.
 
 from __future__ import annotations
 
-from plugin.tools.sql.bounds import ColumnShape, Schema, ValueKind
-from plugin.tools.sql.guard import RefusalReason as R
+from sre_diag.tools.sql.bounds import ColumnShape, Schema, ValueKind
+from sre_diag.tools.sql.guard import RefusalReason as R
 from tests.mysql_db import TEST_DATABASE
 
 

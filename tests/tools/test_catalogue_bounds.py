@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from plugin.contract.prompts import prompt_set
-from plugin.harness.catalog import MAX_SERVICES, render_catalogue
-from plugin.tools.base import ToolName
-from plugin.tools.logs import JsonlLogSource, LogsAdapter, LokiLogSource
-from plugin.tools.mysql import ColumnInfo, TableColumns
-from plugin.tools.schemas import SERVICE_NAME, LogsInput
+from sre_diag.contract.prompts import prompt_set
+from sre_diag.harness.catalog import MAX_SERVICES, render_catalogue
+from sre_diag.tools.base import ToolName
+from sre_diag.tools.logs import JsonlLogSource, LogsAdapter, LokiLogSource
+from sre_diag.tools.mysql import ColumnInfo, TableColumns
+from sre_diag.tools.schemas import SERVICE_NAME, LogsInput
 from tests.tools.fake_loki import FakeLoki, json_reply, start_fake_loki
 
 DESCRIPTION_BYTES = 8 * 1024

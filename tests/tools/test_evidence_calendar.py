@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from plugin.tools.base import AdapterCall, Ready
-from plugin.tools.logs import JsonlLogSource, LogsAdapter, parse_line
-from plugin.tools.schemas import LogItem, LogsInput, LogSummary
+from sre_diag.tools.base import AdapterCall, Ready
+from sre_diag.tools.logs import JsonlLogSource, LogsAdapter, parse_line
+from sre_diag.tools.schemas import LogItem, LogsInput, LogSummary
 
 
 def _window(start: str, end: str) -> str:

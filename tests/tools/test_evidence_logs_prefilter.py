@@ -17,9 +17,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from plugin.tools.base import AdapterCall, Ready
-from plugin.tools.logs import JsonlLogSource, LogsAdapter, Prefilter, line_matches, parse_line
-from plugin.tools.schemas import LogItem, LogLevel, LogsInput
+from sre_diag.tools.base import AdapterCall, Ready
+from sre_diag.tools.logs import JsonlLogSource, LogsAdapter, Prefilter, line_matches, parse_line
+from sre_diag.tools.schemas import LogItem, LogLevel, LogsInput
 
 TS = datetime(2026, 11, 28, 10, 5, tzinfo=UTC)
 SHORT = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n"}

@@ -1,7 +1,7 @@
 """The pattern masker stays linear on hostile message shapes (issue 20 item 3).
 
-Every rule of :data:`plugin.tools.logs.masking._MASKS` is timed on 32 KB runs of the characters its
-quantifiers repeat over, with several tails (a run ending where a rule then needs something
+Every rule of :data:`sre_diag.tools.logs.masking._MASKS` is timed on 32 KB runs of the
+characters its quantifiers repeat over, with several tails (a run ending where a rule then needs something
 is the backtracking trigger). The number-with-unit rule started at every digit group of
 ``1.1.1.…`` and scanned the rest of the run from each: quadratic (~10 ms for 1.2 KB, the
 size of one pattern key; seconds for 32 KB). A linear rule needs a few milliseconds here.
@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from plugin.tools.logs.masking import _GATES, _MASKS, _ZERO_NEEDLES
-from plugin.tools.logs.summary import KEY_CHARS, full_pattern, mask_message, pattern_key
+from sre_diag.tools.logs.masking import _GATES, _MASKS, _ZERO_NEEDLES
+from sre_diag.tools.logs.summary import KEY_CHARS, full_pattern, mask_message, pattern_key
 
 pytestmark = pytest.mark.solo  # per-byte timings: the serial phase (scripts/test)
 

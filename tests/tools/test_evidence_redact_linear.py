@@ -1,7 +1,7 @@
 """Redaction stays linear on hostile text, and bounding before redaction never leaks a secret.
 
 Item 1 of issue 10: a key/value pattern was quadratic on ``a.a.a.…`` (a 16 KB log line held the
-event loop ~7 s). Every pattern of :mod:`plugin.tools.redact` is timed here on runs of the
+event loop ~7 s). Every pattern of :mod:`sre_diag.tools.redact` is timed here on runs of the
 characters
 its quantifiers can repeat, each 64 KB, with several tails (a run that ends in a character a
 pattern then needs is the backtracking trigger). A quadratic pattern needs seconds on these; a
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plugin.tools import redact as redaction
-from plugin.tools.redact import HEADROOM, MARK, redact, redact_prefix
+from sre_diag.tools import redact as redaction
+from sre_diag.tools.redact import HEADROOM, MARK, redact, redact_prefix
 
 pytestmark = pytest.mark.solo  # per-byte timings: the serial phase (scripts/test)
 

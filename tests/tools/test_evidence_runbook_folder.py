@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from plugin.tools.base import AdapterCall, Ready
-from plugin.tools.knowledge import KnowledgeAdapter
-from plugin.tools.runbooks import iter_sections
-from plugin.tools.schemas import KnowledgeInput, KnowledgeItem
+from sre_diag.tools.base import AdapterCall, Ready
+from sre_diag.tools.knowledge import KnowledgeAdapter
+from sre_diag.tools.runbooks import iter_sections
+from sre_diag.tools.schemas import KnowledgeInput, KnowledgeItem
 
 OUTSIDE = "zebrafish outside canary 7741"
 

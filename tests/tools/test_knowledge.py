@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from plugin.resources import BUNDLED_KNOWLEDGE
-from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
-from plugin.tools.knowledge import (
+from sre_diag.resources import BUNDLED_KNOWLEDGE
+from sre_diag.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
+from sre_diag.tools.knowledge import (
     SNIPPET_CHARS,
     KnowledgeAdapter,
     KnowledgeStore,
@@ -19,8 +19,8 @@ from plugin.tools.knowledge import (
     bigram_tokens,
     jieba_tokens,
 )
-from plugin.tools.runbooks import iter_sections
-from plugin.tools.schemas import KnowledgeInput, KnowledgeItem
+from sre_diag.tools.runbooks import iter_sections
+from sre_diag.tools.schemas import KnowledgeInput, KnowledgeItem
 
 PAY, DB, PSP = "payment-api.zh.md", "db-connection-pool.en.md", "third-party-psp-timeout.zh.md"
 ORDER, ROLLBACK, REDIS = "order-service.en.md", "deploy-rollback.zh.md", "redis-latency.en.md"

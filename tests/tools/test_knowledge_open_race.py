@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import pytest
 
-from plugin.tools.runbooks import (
+from sre_diag.tools.runbooks import (
     MAX_RUNBOOK_BYTES,
     _open_inside,
     _read_regular,

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from plugin.resources import BUNDLED_LOGS
-from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
-from plugin.tools.logs import (
+from sre_diag.resources import BUNDLED_LOGS
+from sre_diag.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready, ToolName
+from sre_diag.tools.logs import (
     MAX_LINE_BYTES,
     MESSAGE_CHARS,
     TRUNCATION_MARK,
@@ -30,7 +30,7 @@ from plugin.tools.logs import (
     build_logql,
     logql_string,
 )
-from plugin.tools.schemas import LogItem, LogLevel, LogsInput
+from sre_diag.tools.schemas import LogItem, LogLevel, LogsInput
 from tests.tools.fake_loki import FakeLoki, Reply, json_reply, start_fake_loki, text_reply
 
 DAY = datetime(2026, 11, 28, tzinfo=UTC)

@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
-from plugin.tools.logs import LogsAdapter, LogSourceError, LokiLogSource
-from plugin.tools.schemas import LogsInput
+from sre_diag.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
+from sre_diag.tools.logs import LogsAdapter, LogSourceError, LokiLogSource
+from sre_diag.tools.schemas import LogsInput
 from tests.tools.fake_loki import ONE_PIECE, FakeLoki, Reply, Wire, json_reply, start_fake_loki
 from tests.tools.test_logs import _line, _loki_body, _matrix_body
 

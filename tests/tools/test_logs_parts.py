@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plugin.tools.logs.jsonl import CHUNK_BYTES, range_blocks, scan_window
-from plugin.tools.logs.parts import (
+from sre_diag.tools.logs.jsonl import CHUNK_BYTES, range_blocks, scan_window
+from sre_diag.tools.logs.parts import (
     Part,
     merge_packed,
     merge_parts,
@@ -24,9 +24,9 @@ from plugin.tools.logs.parts import (
     scan_parts,
     window_files,
 )
-from plugin.tools.logs.source import MAX_LINE_BYTES
-from plugin.tools.schemas import LogLevel
-from plugin.tools.threads import NEVER
+from sre_diag.tools.logs.source import MAX_LINE_BYTES
+from sre_diag.tools.schemas import LogLevel
+from sre_diag.tools.threads import NEVER
 from tests.tools.test_logs import _at, _input, _line, _write
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from plugin.tools.base import AdapterCall, Ready
-from plugin.tools.logs import JsonlLogSource, LogsAdapter
-from plugin.tools.schemas import LogItem, LogSummary
+from sre_diag.tools.base import AdapterCall, Ready
+from sre_diag.tools.logs import JsonlLogSource, LogsAdapter
+from sre_diag.tools.schemas import LogItem, LogSummary
 from tests.tools.test_logs import _at, _input, _line, _write
 
 HOUR = "svc/2026-11-28/10.jsonl"

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
-from plugin.tools.logs import CHUNK_BYTES, JsonlLogSource, LogsAdapter
-from plugin.tools.logs.jsonl import scan_window
-from plugin.tools.logs.summary import Grid, Tally
-from plugin.tools.schemas import LogSummary
-from plugin.tools.threads import OutOfTime, Stop, Stopped, in_thread
+from sre_diag.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
+from sre_diag.tools.logs import CHUNK_BYTES, JsonlLogSource, LogsAdapter
+from sre_diag.tools.logs.jsonl import scan_window
+from sre_diag.tools.logs.summary import Grid, Tally
+from sre_diag.tools.schemas import LogSummary
+from sre_diag.tools.threads import OutOfTime, Stop, Stopped, in_thread
 from tests.tools.test_logs import _at, _input, _line, _write
 
 HOUR_FILE = "payment-api/2026-11-28/10.jsonl"

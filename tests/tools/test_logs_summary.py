@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from plugin.contract.observations import ready_observation
-from plugin.tools.base import AdapterCall, Ready
-from plugin.tools.logs import (
+from sre_diag.contract.observations import ready_observation
+from sre_diag.tools.base import AdapterCall, Ready
+from sre_diag.tools.logs import (
     JsonlLogSource,
     LogsAdapter,
     LokiLogSource,
     build_count_logql,
     build_logql,
 )
-from plugin.tools.logs.summary import (
+from sre_diag.tools.logs.summary import (
     MAX_KEYS,
     PATTERN_BYTES,
     PATTERN_CHARS,
@@ -33,8 +33,8 @@ from plugin.tools.logs.summary import (
     message_pattern,
     pattern_of,
 )
-from plugin.tools.plain import visible_controls
-from plugin.tools.schemas import LogItem, LogLevel, LogsInput, LogSummary
+from sre_diag.tools.plain import visible_controls
+from sre_diag.tools.schemas import LogItem, LogLevel, LogsInput, LogSummary
 from tests.tools.fake_loki import FakeLoki, Reply, json_reply
 from tests.tools.test_logs import (
     _line,
@@ -427,9 +427,9 @@ async def test_loki_service_label_and_logfmt_lines(loki: FakeLoki) -> None:  # n
 
 
 def test_loki_settings_reach_the_source() -> None:
-    from plugin.settings import Settings
-    from plugin.tools.base import ToolName
-    from plugin.wiring import build_adapters
+    from sre_diag.settings import Settings
+    from sre_diag.tools.base import ToolName
+    from sre_diag.wiring import build_adapters
 
     settings = Settings(
         _env_file=None,  # type: ignore[call-arg]

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from plugin.tools.logs.jsonl import scan_window
-from plugin.tools.logs.summary import Grid, Tally
-from plugin.tools.schemas import LogsInput
-from plugin.tools.threads import NEVER
+from sre_diag.tools.logs.jsonl import scan_window
+from sre_diag.tools.logs.summary import Grid, Tally
+from sre_diag.tools.schemas import LogsInput
+from sre_diag.tools.threads import NEVER
 
 HOUR = datetime(2026, 11, 28, 10, tzinfo=UTC)
 BIG_INT = b"9" * 4301  # one digit over int()'s default limit: json.loads refuses the line

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
-from plugin.tools.errors import LogSourceError
-from plugin.tools.logs import JsonlLogSource, LogsAdapter
-from plugin.tools.logs.jsonl import scan_window
-from plugin.tools.logs.parts import window_files
-from plugin.tools.schemas import LogLevel, LogsInput
-from plugin.tools.worker_child import resolve
-from plugin.tools.workers import (
+from sre_diag.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
+from sre_diag.tools.errors import LogSourceError
+from sre_diag.tools.logs import JsonlLogSource, LogsAdapter
+from sre_diag.tools.logs.jsonl import scan_window
+from sre_diag.tools.logs.parts import window_files
+from sre_diag.tools.schemas import LogLevel, LogsInput
+from sre_diag.tools.worker_child import resolve
+from sre_diag.tools.workers import (
     GRACE_SECONDS,
     WorkerFailed,
     WorkerPool,
@@ -218,8 +218,8 @@ _ORPHAN = textwrap.dedent(
     import asyncio, sys, time
     from pathlib import Path
     from datetime import datetime, timedelta, UTC
-    from plugin.tools.logs import JsonlLogSource
-    from plugin.tools.schemas import LogsInput
+    from sre_diag.tools.logs import JsonlLogSource
+    from sre_diag.tools.schemas import LogsInput
 
     async def main() -> None:
         source = JsonlLogSource(Path(sys.argv[1]), process_bytes=0)
@@ -310,12 +310,12 @@ def test_frames_are_bounded_and_a_short_frame_is_the_end() -> None:
 
 
 def test_only_module_functions_of_the_evidence_layer_are_targets() -> None:
-    assert target_name(scan_window) == "plugin.tools.logs.jsonl:scan_window"
-    assert resolve("plugin.tools.logs.jsonl:scan_window") is scan_window
+    assert target_name(scan_window) == "sre_diag.tools.logs.jsonl:scan_window"
+    assert resolve("sre_diag.tools.logs.jsonl:scan_window") is scan_window
     for outside in (os.getcwd, print, lambda stop: stop):
         with pytest.raises(ValueError):
             target_name(outside)
-    for name in ("os:system", "plugin.settings:Settings", "plugin.tools.logs.jsonl:a.b", "x"):
+    for name in ("os:system", "sre_diag.settings:Settings", "sre_diag.tools.logs.jsonl:a.b", "x"):
         with pytest.raises(LookupError):
             resolve(name)
 

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from plugin.tools.base import AdapterCall, AdapterErrorCode, Failed
-from plugin.tools.errors import LogSourceError
-from plugin.tools.logs import JsonlLogSource, LogsAdapter
-from plugin.tools.logs.jsonl import scan_window
-from plugin.tools.logs.parts import window_files
-from plugin.tools.threads import NEVER
-from plugin.tools.workers import GRACE_SECONDS, WorkerPool
+from sre_diag.tools.base import AdapterCall, AdapterErrorCode, Failed
+from sre_diag.tools.errors import LogSourceError
+from sre_diag.tools.logs import JsonlLogSource, LogsAdapter
+from sre_diag.tools.logs.jsonl import scan_window
+from sre_diag.tools.logs.parts import window_files
+from sre_diag.tools.threads import NEVER
+from sre_diag.tools.workers import GRACE_SECONDS, WorkerPool
 from tests.tools.test_logs import _at, _input, _line, _write
 from tests.tools.test_logs_stop import HOUR_FILE, _endless_hour
 from tests.tools.test_logs_workers import _gone, _mixed_history, _until
@@ -173,8 +173,8 @@ async def test_what_a_child_logs_is_logged_by_the_parent_never_written_raw(
     script = (
         "import asyncio, sys\n"
         "from pathlib import Path\n"
-        "from plugin.log import configure_logging\n"
-        "from plugin.tools.logs import JsonlLogSource\n"
+        "from sre_diag.log import configure_logging\n"
+        "from sre_diag.tools.logs import JsonlLogSource\n"
         "from tests.tools.test_logs import _at, _input\n"
         "async def main():\n"
         "    source = JsonlLogSource(Path(sys.argv[1]), process_bytes=0, part_bytes=1)\n"
@@ -190,13 +190,13 @@ async def test_what_a_child_logs_is_logged_by_the_parent_never_written_raw(
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     lines = err.decode().splitlines()
     assert any("hard-linked (2 names)" in line for line in lines)
-    assert all(json.loads(line)["logger"].startswith("plugin.") for line in lines)  # JSON only
+    assert all(json.loads(line)["logger"].startswith("sre_diag.") for line in lines)  # JSON only
     source = JsonlLogSource(tmp_path, process_bytes=0, part_bytes=1, workers=2)
     try:
-        with caplog.at_level(logging.WARNING, logger="plugin.tools.logs"):
+        with caplog.at_level(logging.WARNING, logger="sre_diag.tools.logs"):
             await source.search(_input(_at(10), _at(12)))
         skipped = [r for r in caplog.records if "hard-linked (2 names)" in r.getMessage()]
-        assert skipped and all(r.name == "plugin.tools.logs" for r in skipped)
+        assert skipped and all(r.name == "sre_diag.tools.logs" for r in skipped)
     finally:
         await source.aclose()
 
@@ -298,8 +298,8 @@ async def test_a_query_cancelled_at_any_moment_leaves_the_pool_whole(tmp_path: P
 _NO_DESCRIPTORS = """
 import asyncio, os, resource, sys
 from pathlib import Path
-from plugin.tools.errors import LogSourceError
-from plugin.tools.logs import JsonlLogSource
+from sre_diag.tools.errors import LogSourceError
+from sre_diag.tools.logs import JsonlLogSource
 from tests.tools.test_logs import _at, _input
 
 async def main() -> None:

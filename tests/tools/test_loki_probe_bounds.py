@@ -8,7 +8,7 @@ import tracemalloc
 
 import pytest
 
-from plugin.tools.logs.probe import LOKI_BODY_BYTES, probe_loki
+from sre_diag.tools.logs.probe import LOKI_BODY_BYTES, probe_loki
 from tests.tools.fake_loki import Wire, json_reply, start_fake_loki, text_reply
 
 BOMB_BYTES = 96 << 20  # 96 MB of JSON whitespace: ~96 KB gzip'd

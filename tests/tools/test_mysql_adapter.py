@@ -11,9 +11,16 @@ from collections.abc import AsyncIterator
 import pymysql
 import pytest
 
-from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready, ToolName
-from plugin.tools.mysql import MASK, TRUNCATION_MARK, MysqlAdapter, parse_dsn
-from plugin.tools.schemas import MysqlInput, MysqlRow
+from sre_diag.tools.base import (
+    AdapterCall,
+    AdapterErrorCode,
+    AdapterResult,
+    Failed,
+    Ready,
+    ToolName,
+)
+from sre_diag.tools.mysql import MASK, TRUNCATION_MARK, MysqlAdapter, parse_dsn
+from sre_diag.tools.schemas import MysqlInput, MysqlRow
 from tests.mysql_db import MARIADB_SOLO, REPO, TEST_DATABASE, admin_dsn_for
 from tests.tools.sql_corpus import BENIGN, HOSTILE
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from plugin.tools.logs.summary import MERGE_VARIANTS, message_pattern, window_patterns
+from sre_diag.tools.logs.summary import MERGE_VARIANTS, message_pattern, window_patterns
 
 Rng = random.Random
 MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()

@@ -17,8 +17,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from plugin.tools.logs.masking import _GATES, _MASKS, _ZERO_NEEDLES, mask_key_text
-from plugin.tools.logs.summary import (
+from sre_diag.tools.logs.masking import _GATES, _MASKS, _ZERO_NEEDLES, mask_key_text
+from sre_diag.tools.logs.summary import (
     MERGE_VARIANTS,
     PATTERN_CHARS,
     Grid,

@@ -1,4 +1,4 @@
-"""Rules of :data:`plugin.tools.logs.masking._MASKS` rewritten for speed (issue 20: their pass
+"""Rules of :data:`sre_diag.tools.logs.masking._MASKS` rewritten for speed (issue 20: their pass
 now starts with the class of their first character, so it skips to candidates in C) match
 exactly where their first form matched: the same spans on random and hostile texts."""
 
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from plugin.tools.logs.masking import _MASKS
+from sre_diag.tools.logs.masking import _MASKS
 from tests.tools.test_evidence_mask_linear import UNITS
 from tests.tools.test_pattern_quality import PIECES
 

@@ -1,5 +1,5 @@
 """The masker's value classes added with the variant merge, and the merge itself
-(:mod:`plugin.tools.logs.variants`): what merges, what never does, and its bounds."""
+(:mod:`sre_diag.tools.logs.variants`): what merges, what never does, and its bounds."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from plugin.tools.logs import variants
-from plugin.tools.logs.summary import message_pattern, window_patterns
-from plugin.tools.logs.variants import MERGE_MAX_ENTRIES, MERGE_VARIANTS, variant_targets
+from sre_diag.tools.logs import variants
+from sre_diag.tools.logs.summary import message_pattern, window_patterns
+from sre_diag.tools.logs.variants import MERGE_MAX_ENTRIES, MERGE_VARIANTS, variant_targets
 
 
 @pytest.mark.parametrize(

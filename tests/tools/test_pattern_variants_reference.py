@@ -1,4 +1,4 @@
-""":func:`plugin.tools.logs.variants.variant_targets` keeps each target's hash once and builds a
+""":func:`sre_diag.tools.logs.variants.variant_targets` keeps each target's hash once and builds a
 target's text only when it may be chosen (issue 20: faster); it chooses exactly what the direct
 form below chooses, which computes every target three times, on random windows of patterns
 that share most of their tokens (so positions are wide, narrow, dominated and chained)."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
-from plugin.tools.logs.variants import MERGE_MAX_ENTRIES, MERGE_VARIANTS, _final, _targets
-from plugin.tools.logs.variants import variant_targets as fast_targets
+from sre_diag.tools.logs.variants import MERGE_MAX_ENTRIES, MERGE_VARIANTS, _final, _targets
+from sre_diag.tools.logs.variants import variant_targets as fast_targets
 
 
 def _direct_targets(patterns: Mapping[str, int]) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """Issue 20: a file on a kernel pseudo file system (procfs, sysfs, cgroup, devtmpfs…) is told on
-its open descriptor (``plugin.tools.pseudo_fs``), and the log folder and runbook readers skip it
+its open descriptor (``sre_diag.tools.pseudo_fs``), and the log folder and runbook readers skip it
 — the folder itself may be a link into ``/proc``. Real files of this machine's ``/proc``, ``/sys``
 and ``/dev``; a case is skipped where this machine has no such mount."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from plugin.tools.logs.files import open_inside
-from plugin.tools.pseudo_fs import PSEUDO_TYPES, _magic, _type_in_mountinfo, pseudo_filesystem
-from plugin.tools.runbooks import _read_regular
+from sre_diag.tools.logs.files import open_inside
+from sre_diag.tools.pseudo_fs import PSEUDO_TYPES, _magic, _type_in_mountinfo, pseudo_filesystem
+from sre_diag.tools.runbooks import _read_regular
 
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from plugin.tools.redact import MARK, redact
+from sre_diag.tools.redact import MARK, redact
 
 # Fake credentials assembled at runtime so secret scanners do not flag this file.
 _GH = "ghp_" + "x7Yq2Lm9Pz4Kd8Wr1Tb6Nc3Vf5Hs0Ja2Qe4R"

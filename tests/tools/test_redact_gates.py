@@ -1,4 +1,4 @@
-"""The gates of :mod:`plugin.tools.redact` never weaken it: redacting with them is redacting with
+"""The gates of :mod:`sre_diag.tools.redact` never weaken it: redacting with them is redacting with
 every rule run (a gate only skips a rule whose literal words the text does not hold)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import string
 
 import pytest
 
-from plugin.tools import redact as redaction
-from plugin.tools.redact import redact
+from sre_diag.tools import redact as redaction
+from sre_diag.tools.redact import redact
 from tests.tools.test_evidence_redact_linear import SECRETS, UNITS
 
 

@@ -1,4 +1,4 @@
-"""The runbook heading walk (``plugin.tools.runbooks.markdown_sections``) splits a page exactly
+"""The runbook heading walk (``sre_diag.tools.runbooks.markdown_sections``) splits a page exactly
 as LlamaIndex's ``MarkdownNodeParser`` does, and in linear time.
 
 The parser links every section to its source document, and that link hashes the whole page:
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from llama_index.core.node_parser import MarkdownNodeParser
 from llama_index.core.schema import Document
 
-from plugin.slack.links import page_anchors
-from plugin.tools.runbooks import heading_chains, markdown_sections
+from sre_diag.slack.links import page_anchors
+from sre_diag.tools.runbooks import heading_chains, markdown_sections
 
 SEPARATOR = "\x1f"
 PARSER = MarkdownNodeParser(header_path_separator=SEPARATOR)

@@ -15,14 +15,14 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from plugin.tools.sql.guard import (
+from sre_diag.tools.sql.guard import (
     MAX_SQL_CHARS,
     Prepared,
     RefusalReason,
     Refused,
     prepare_sql,
 )
-from plugin.tools.sql.lexer import LexKind, LexRefusal, scan_raw, scan_rendered
+from sre_diag.tools.sql.lexer import LexKind, LexRefusal, scan_raw, scan_rendered
 from tests.mysql_db import TEST_DATABASE
 from tests.tools.sql_corpus import INCIDENT_SCHEMA
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready
-from plugin.tools.mysql import MysqlAdapter, parse_dsn
-from plugin.tools.schemas import MysqlInput
+from sre_diag.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready
+from sre_diag.tools.mysql import MysqlAdapter, parse_dsn
+from sre_diag.tools.schemas import MysqlInput
 from tests.mysql_db import MARIADB_SOLO, TEST_DATABASE, admin_dsn_for, run_name
 from tests.tools.test_mysql_adapter import _checksums
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
-from plugin.tools.sql.guard import (
+from sre_diag.tools.sql.guard import (
     Allowed,
     GuardDecision,
     Prepared,

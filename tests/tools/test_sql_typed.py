@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from plugin.tools.redact import is_secret_name
-from plugin.tools.schemas import MysqlInput
-from plugin.tools.sql.bounds import CAP_CHARS, ColumnShape, Schema, ValueKind, column_shape
-from plugin.tools.sql.canonical import canonical_sql
-from plugin.tools.sql.guard import Prepared, RefusalReason, Refused, check_sql, prepare_sql
+from sre_diag.tools.redact import is_secret_name
+from sre_diag.tools.schemas import MysqlInput
+from sre_diag.tools.sql.bounds import CAP_CHARS, ColumnShape, Schema, ValueKind, column_shape
+from sre_diag.tools.sql.canonical import canonical_sql
+from sre_diag.tools.sql.guard import Prepared, RefusalReason, Refused, check_sql, prepare_sql
 from tests.mysql_db import TEST_DATABASE
 from tests.tools.sql_corpus import INCIDENT_SCHEMA
 

@@ -20,9 +20,9 @@ from collections.abc import AsyncIterator, Iterator
 import pymysql
 import pytest
 
-from plugin.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready
-from plugin.tools.mysql import MysqlAdapter, parse_dsn
-from plugin.tools.schemas import MysqlInput
+from sre_diag.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready
+from sre_diag.tools.mysql import MysqlAdapter, parse_dsn
+from sre_diag.tools.schemas import MysqlInput
 from tests.mysql_db import MARIADB_SOLO, admin_dsn_for
 
 pytestmark = MARIADB_SOLO
@@ -411,7 +411,7 @@ async def test_a_verdict_that_changes_disables_the_adapter_logged_once(
         try:
             _admin_do(f"GRANT UPDATE ON {DB}.* TO PUBLIC")
             await asyncio.sleep(0.3)
-            with caplog.at_level(logging.ERROR, logger="plugin.tools.mysql"):
+            with caplog.at_level(logging.ERROR, logger="sre_diag.tools.mysql"):
                 for _ in range(3):
                     result = await adapter.invoke(_call("SELECT id FROM notes"))
                     assert result == Failed(AdapterErrorCode.NOT_CONFIGURED)
@@ -517,8 +517,8 @@ FUNCTION_SAMPLES = [
 async def test_no_rendered_function_name_resolves_to_a_stored_routine(typed_db: None) -> None:
     import re
 
-    from plugin.tools.sql.bounds import column_shape
-    from plugin.tools.sql.guard import Prepared, prepare_sql
+    from sre_diag.tools.sql.bounds import column_shape
+    from sre_diag.tools.sql.guard import Prepared, prepare_sql
 
     schema = {"orders": (column_shape("id", "int", None), column_shape("status", "varchar", 64),
                          column_shape("api_key", "varchar", 256),
@@ -611,7 +611,7 @@ async def test_rows_of_tens_of_mib_arrive_cut_by_the_guard(typed_db: None) -> No
     the guard's ``LEFT(big, CAP_CHARS)``, so one call stays far below 32 MiB."""
     import tracemalloc
 
-    from plugin.tools.sql.bounds import CAP_CHARS
+    from sre_diag.tools.sql.bounds import CAP_CHARS
 
     with _admin(DB) as connection, connection.cursor() as cur:
         cur.execute("DELETE FROM wide")

@@ -1,31 +1,31 @@
 """``query_logs``: one service's log lines in a bounded window, from files or from Loki.
 
-The adapter (:mod:`~plugin.tools.logs.adapter`) only projects; a source
-(:mod:`~plugin.tools.logs.source`) does the searching: the folder of JSON-lines files
-(:mod:`~plugin.tools.logs.jsonl`, with :mod:`~plugin.tools.logs.files` for opening and
-:mod:`~plugin.tools.logs.prefilter` for matching) or Loki (:mod:`~plugin.tools.logs.loki`, with
-:mod:`~plugin.tools.logs.logql` for the query text). :func:`build_log_source`
-(:mod:`~plugin.tools.logs.build`) picks the source from ``DIAG_LOGS_SOURCE``. The summary of
-every match is :mod:`plugin.tools.logs.summary`. The names callers use are re-exported here;
-the Loki ones load :mod:`~plugin.tools.logs.loki` (and aiohttp, ~0.1-0.2 s to import) when first
+The adapter (:mod:`~sre_diag.tools.logs.adapter`) only projects; a source
+(:mod:`~sre_diag.tools.logs.source`) does the searching: the folder of JSON-lines files
+(:mod:`~sre_diag.tools.logs.jsonl`, with :mod:`~sre_diag.tools.logs.files` for opening and
+:mod:`~sre_diag.tools.logs.prefilter` for matching) or Loki (:mod:`~sre_diag.tools.logs.loki`, with
+:mod:`~sre_diag.tools.logs.logql` for the query text). :func:`build_log_source`
+(:mod:`~sre_diag.tools.logs.build`) picks the source from ``DIAG_LOGS_SOURCE``. The summary of
+every match is :mod:`sre_diag.tools.logs.summary`. The names callers use are re-exported here;
+the Loki ones load :mod:`~sre_diag.tools.logs.loki` (and aiohttp, ~0.1-0.2 s to import) when first
 asked for, so a process without a Loki source never imports it.
 """
 
 from typing import TYPE_CHECKING, Any
 
-from plugin.tools.errors import BodyTooLarge
-from plugin.tools.logs.adapter import (
+from sre_diag.tools.errors import BodyTooLarge
+from sre_diag.tools.logs.adapter import (
     LABEL_CHARS,
     MESSAGE_CHARS,
     TRUNCATION_MARK,
     LogsAdapter,
     bound_message,
 )
-from plugin.tools.logs.build import UnconfiguredLogSource, build_log_source
-from plugin.tools.logs.files import open_inside
-from plugin.tools.logs.folder import JsonlLogSource
-from plugin.tools.logs.jsonl import CHUNK_BYTES, SCAN_SECONDS, ReadStats, parse_line
-from plugin.tools.logs.logql import (
+from sre_diag.tools.logs.build import UnconfiguredLogSource, build_log_source
+from sre_diag.tools.logs.files import open_inside
+from sre_diag.tools.logs.folder import JsonlLogSource
+from sre_diag.tools.logs.jsonl import CHUNK_BYTES, SCAN_SECONDS, ReadStats, parse_line
+from sre_diag.tools.logs.logql import (
     LABEL_NAME,
     LINE_FORMATS,
     build_count_logql,
@@ -34,8 +34,8 @@ from plugin.tools.logs.logql import (
     logql_string,
     re2_escape,
 )
-from plugin.tools.logs.prefilter import Prefilter, line_matches
-from plugin.tools.logs.source import (
+from sre_diag.tools.logs.prefilter import Prefilter, line_matches
+from sre_diag.tools.logs.source import (
     MASK_SECONDS,
     MAX_LINE_BYTES,
     LogPage,
@@ -45,7 +45,7 @@ from plugin.tools.logs.source import (
 )
 
 if TYPE_CHECKING:
-    from plugin.tools.logs.loki import (
+    from sre_diag.tools.logs.loki import (
         LABELS_MAX_BYTES,
         READ_CHUNK_BYTES,
         SAMPLE_LINES,
@@ -106,9 +106,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The Loki names, importing :mod:`~plugin.tools.logs.loki` on first use."""
+    """The Loki names, importing :mod:`~sre_diag.tools.logs.loki` on first use."""
     if name in _LOKI_NAMES:
-        from plugin.tools.logs import loki
+        from sre_diag.tools.logs import loki
 
         return getattr(loki, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

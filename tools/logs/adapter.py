@@ -1,15 +1,15 @@
-"""The ``query_logs`` adapter: delegates to a :class:`~plugin.tools.logs.source.LogSource` and
-projects its records into bounded, redacted :class:`~plugin.tools.schemas.LogItem` values."""
+"""The ``query_logs`` adapter: delegates to a :class:`~sre_diag.tools.logs.source.LogSource` and
+projects its records into bounded, redacted :class:`~sre_diag.tools.schemas.LogItem` values."""
 
 from __future__ import annotations
 
 import asyncio
 
-from plugin.tools.base import AdapterCall, AdapterResult, Failed, ProbeReport, Ready, ToolName
-from plugin.tools.logs.source import LogPage, LogRecord, LogSource, LogSourceError
-from plugin.tools.logs.summary import format_ts
-from plugin.tools.redact import HEADROOM, redact_prefix
-from plugin.tools.schemas import LogItem, LogsInput
+from sre_diag.tools.base import AdapterCall, AdapterResult, Failed, ProbeReport, Ready, ToolName
+from sre_diag.tools.logs.source import LogPage, LogRecord, LogSource, LogSourceError
+from sre_diag.tools.logs.summary import format_ts
+from sre_diag.tools.redact import HEADROOM, redact_prefix
+from sre_diag.tools.schemas import LogItem, LogsInput
 
 __all__ = [
     "LABEL_CHARS",
@@ -29,7 +29,7 @@ def bound_message(message: str, limit: int = MESSAGE_CHARS) -> str:
 
     Only ``limit + HEADROOM`` characters are ever redacted (a 64 KB line costs what a 2 KB one
     does), and the final cut falls on redacted text, so a secret cut in half cannot leak its
-    prefix (:func:`plugin.tools.redact.redact_prefix`).
+    prefix (:func:`sre_diag.tools.redact.redact_prefix`).
     """
     text, cut = redact_prefix(message, limit + HEADROOM)
     if len(text) <= limit and not cut:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from plugin.tools.base import AdapterErrorCode, ProbeReport
-from plugin.tools.logs.folder import JsonlLogSource
-from plugin.tools.logs.probe import probe_unconfigured
-from plugin.tools.logs.source import LogPage, LogSource, LogSourceError
-from plugin.tools.schemas import LogsInput
+from sre_diag.tools.base import AdapterErrorCode, ProbeReport
+from sre_diag.tools.logs.folder import JsonlLogSource
+from sre_diag.tools.logs.probe import probe_unconfigured
+from sre_diag.tools.logs.source import LogPage, LogSource, LogSourceError
+from sre_diag.tools.schemas import LogsInput
 
 __all__ = [
     "UnconfiguredLogSource",
@@ -44,7 +44,7 @@ def build_log_source(
     if logs_source is None or not logs_source.strip():
         return UnconfiguredLogSource()
     if re.match(r"(?i)https?://", logs_source):
-        from plugin.tools.logs.loki import LokiLogSource  # aiohttp: only for a Loki source
+        from sre_diag.tools.logs.loki import LokiLogSource  # aiohttp: only for a Loki source
 
         return LokiLogSource(
             logs_source,

@@ -4,7 +4,7 @@
 decides on the open descriptor (``fstat``): a link (to ``/proc`` or anywhere), a hard-linked file
 (``st_nlink > 1``: a second name of a file kept elsewhere), a FIFO, a device, a socket, a
 directory or a file on a kernel pseudo file system (``/proc``, ``/sys``…: the folder itself may
-be a link, :mod:`plugin.tools.pseudo_fs`) is skipped, never read.
+be a link, :mod:`sre_diag.tools.pseudo_fs`) is skipped, never read.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 from typing import IO
 
-from plugin.tools.pseudo_fs import pseudo_filesystem
+from sre_diag.tools.pseudo_fs import pseudo_filesystem
 
 __all__ = [
     "open_inside",

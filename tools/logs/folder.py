@@ -1,6 +1,6 @@
 """The folder log source (:class:`JsonlLogSource`): the window's hour files (layout in
-:mod:`plugin.tools.logs.jsonl`) scanned in a worker thread when they are small, in child
-processes (:mod:`plugin.tools.workers`) cut in parts (:mod:`plugin.tools.logs.parts`) when they
+:mod:`sre_diag.tools.logs.jsonl`) scanned in a worker thread when they are small, in child
+processes (:mod:`sre_diag.tools.workers`) cut in parts (:mod:`sre_diag.tools.logs.parts`) when they
 are large, so a large scan never shares the event loop's interpreter, uses the machine's cores
 and is killed, not merely asked to stop, when its query is cancelled."""
 
@@ -12,9 +12,9 @@ import os
 import threading
 from pathlib import Path
 
-from plugin.log import log_failure
-from plugin.tools.base import AdapterErrorCode, ProbeReport
-from plugin.tools.logs.jsonl import (
+from sre_diag.log import log_failure
+from sre_diag.tools.base import AdapterErrorCode, ProbeReport
+from sre_diag.tools.logs.jsonl import (
     PART_BYTES,
     PROCESS_BYTES,
     SCAN_SECONDS,
@@ -23,12 +23,12 @@ from plugin.tools.logs.jsonl import (
     Scanned,
     scan_window,
 )
-from plugin.tools.logs.parts import Part, merge_packed, plan_parts, scan_packed, window_files
-from plugin.tools.logs.probe import probe_folder
-from plugin.tools.logs.source import MASK_SECONDS, LogPage, LogSourceError
-from plugin.tools.schemas import SERVICE_NAME, LogsInput
-from plugin.tools.threads import OutOfTime, Stop, in_thread
-from plugin.tools.workers import WorkerFailed, WorkerPool
+from sre_diag.tools.logs.parts import Part, merge_packed, plan_parts, scan_packed, window_files
+from sre_diag.tools.logs.probe import probe_folder
+from sre_diag.tools.logs.source import MASK_SECONDS, LogPage, LogSourceError
+from sre_diag.tools.schemas import SERVICE_NAME, LogsInput
+from sre_diag.tools.threads import OutOfTime, Stop, in_thread
+from sre_diag.tools.workers import WorkerFailed, WorkerPool
 
 __all__ = ["JsonlLogSource"]
 
@@ -60,7 +60,7 @@ class JsonlLogSource:
 
     async def search(self, q: LogsInput) -> LogPage:
         """Scan the window's files: in child processes of :attr:`workers` when they hold
-        :attr:`process_bytes` or more (in parts, :mod:`plugin.tools.logs.parts`), else in a
+        :attr:`process_bytes` or more (in parts, :mod:`sre_diag.tools.logs.parts`), else in a
         worker thread (:func:`scan_window`); either stops at once when the query is cancelled
         (the run's deadline, a Cancel) and answers ``TIMEOUT`` past :attr:`scan_seconds`."""
         try:

@@ -1,6 +1,6 @@
 """Scanning the folder log source's files: ``<folder>/<service>/<YYYY-MM-DD>/<HH>.jsonl``.
 
-Folder layout (read by :class:`plugin.tools.logs.folder.JsonlLogSource`)::
+Folder layout (read by :class:`sre_diag.tools.logs.folder.JsonlLogSource`)::
 
     <folder>/<service>/<YYYY-MM-DD>/<HH>.jsonl      one file per service and UTC hour
 
@@ -9,7 +9,7 @@ Each line is one JSON object: ``ts`` (RFC 3339 with offset), ``service``, ``leve
 attributes (ignored here). A line belongs to the file of its own UTC hour. Lines are usually
 sorted by ``ts`` but need not be. The point of the layout is that cost follows the window, not
 the history: a query opens only the files of the hours its window touches, newest hour first —
-every one of them, because the ``summary`` (:mod:`plugin.tools.logs.summary`) counts every
+every one of them, because the ``summary`` (:mod:`sre_diag.tools.logs.summary`) counts every
 matching line of the window exactly, while the items are the newest ``limit`` matches. A file
 is read 256 KB
 at a time; a level or ``contains`` filter is first looked for in the raw bytes
@@ -22,7 +22,7 @@ Malformed lines (bad JSON, missing or mistyped fields, naive timestamps, over-lo
 skipped and counted, never fatal. Only regular files reached from the folder without following a
 link are opened (:func:`open_inside`), and at most the size they had when opened is read.
 :func:`scan_window` is one whole scan, :func:`range_blocks` the bytes of a part of a file (a
-large window is scanned in parts, :mod:`plugin.tools.logs.parts`); both run in a worker thread
+large window is scanned in parts, :mod:`sre_diag.tools.logs.parts`); both run in a worker thread
 or a child process, check their :class:`Stop` once per block and log nothing themselves.
 """
 
@@ -43,18 +43,18 @@ import msgspec
 import orjson
 from msgspec.structs import astuple
 
-from plugin.log import failure_reason
-from plugin.tools.base import AdapterErrorCode
-from plugin.tools.logs.files import open_inside
-from plugin.tools.logs.prefilter import Match, Row, keep_all
-from plugin.tools.logs.source import (
+from sre_diag.log import failure_reason
+from sre_diag.tools.base import AdapterErrorCode
+from sre_diag.tools.logs.files import open_inside
+from sre_diag.tools.logs.prefilter import Match, Row, keep_all
+from sre_diag.tools.logs.source import (
     MAX_LINE_BYTES,
     LogPage,
     LogRecord,
 )
-from plugin.tools.logs.summary import Grid, Tally, pattern_keys
-from plugin.tools.schemas import LogsInput
-from plugin.tools.threads import Stop
+from sre_diag.tools.logs.summary import Grid, Tally, pattern_keys
+from sre_diag.tools.schemas import LogsInput
+from sre_diag.tools.threads import Stop
 
 __all__ = [
     "CHUNK_BYTES",
@@ -360,7 +360,7 @@ class Scanned:
 def scan_window(stop: Stop, folder: Path, q: LogsInput, mask_seconds: float) -> Scanned:
     """Read the files of the window's hours (and only those) and summarise every match;
     :meth:`Stop.check` once per block (``OutOfTime`` past the stop's budget). Runs in a worker
-    thread or in a child process (:mod:`plugin.tools.workers`): it logs nothing itself."""
+    thread or in a child process (:mod:`sre_diag.tools.workers`): it logs nothing itself."""
     if not folder.is_dir():
         return Scanned(None, AdapterErrorCode.UNAVAILABLE)
     if q.service in {".", ".."}:

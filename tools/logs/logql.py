@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from plugin.tools.logs.summary import Grid
-from plugin.tools.schemas import LogsInput
+from sre_diag.tools.logs.summary import Grid
+from sre_diag.tools.schemas import LogsInput
 
 __all__ = [
     "LABEL_NAME",

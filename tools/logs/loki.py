@@ -23,18 +23,18 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from yarl import URL
 
-from plugin.log import log_failure
-from plugin.tools.base import AdapterErrorCode, ProbeReport
-from plugin.tools.errors import BodyTooLarge
-from plugin.tools.logs.logql import (
+from sre_diag.log import log_failure
+from sre_diag.tools.base import AdapterErrorCode, ProbeReport
+from sre_diag.tools.errors import BodyTooLarge
+from sre_diag.tools.logs.logql import (
     LABEL_NAME,
     LINE_FORMATS,
     build_count_logql,
     build_logql,
     unix_ns,
 )
-from plugin.tools.logs.probe import probe_loki
-from plugin.tools.logs.source import (
+from sre_diag.tools.logs.probe import probe_loki
+from sre_diag.tools.logs.source import (
     MASK_SECONDS,
     MAX_LINE_BYTES,
     LogPage,
@@ -42,9 +42,9 @@ from plugin.tools.logs.source import (
     LogSourceError,
     newest_page,
 )
-from plugin.tools.logs.summary import Grid, Tally
-from plugin.tools.schemas import SERVICE_NAME, LogsInput, LogSummary
-from plugin.tools.threads import Stop, in_thread
+from sre_diag.tools.logs.summary import Grid, Tally
+from sre_diag.tools.schemas import SERVICE_NAME, LogsInput, LogSummary
+from sre_diag.tools.threads import Stop, in_thread
 
 __all__ = [
     "LABELS_MAX_BYTES",

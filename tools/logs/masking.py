@@ -4,7 +4,7 @@
 durations with an attached or spelled unit, byte sizes, hex, UUIDs, IPv4/IPv6/MAC addresses,
 host names and ``host:port``, ids mixing letters and digits, dates and times in ISO, syslog,
 ctime, RFC 2822, Apache and US forms, quoted values, an empty ``()`` where a value stands; then
-wildcards joined by punctuation collapse). :mod:`plugin.tools.logs.summary` builds the
+wildcards joined by punctuation collapse). :mod:`sre_diag.tools.logs.summary` builds the
 pattern of a key with it (redacted first) and groups a window's lines by pattern.
 
 Every rule is linear on every input shape (``tests/tools/test_evidence_mask_linear.py``), and
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from plugin.tools.logs.variants import WILDCARD
+from sre_diag.tools.logs.variants import WILDCARD
 
 __all__ = ["mask_key_text", "mask_message"]
 

@@ -2,7 +2,7 @@
 
 A window's hour files, in the order a scan reads them (newest hour first), are cut into
 ``n`` contiguous parts of about equal bytes (:func:`plan_parts`); a cut inside a file is a byte
-offset, and :func:`~plugin.tools.logs.jsonl.range_blocks` gives each line to the part in which
+offset, and :func:`~sre_diag.tools.logs.jsonl.range_blocks` gives each line to the part in which
 it starts. Each part is scanned in its own child (:func:`scan_parts`: the tally, the newest
 ``limit`` matches and the read counters; sent back pickled, :func:`scan_packed`, and passed on
 by the parent unread), and one child merges them (:func:`merge_parts`) and masks the
@@ -22,14 +22,14 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from plugin.log import failure_reason
-from plugin.tools.base import AdapterErrorCode
-from plugin.tools.logs.jsonl import Scanned, _hours, _Newest, _Scan, _scan_hour
-from plugin.tools.logs.prefilter import Row
-from plugin.tools.logs.source import LogPage
-from plugin.tools.logs.summary import Grid, Tally
-from plugin.tools.schemas import LogsInput
-from plugin.tools.threads import Stop
+from sre_diag.log import failure_reason
+from sre_diag.tools.base import AdapterErrorCode
+from sre_diag.tools.logs.jsonl import Scanned, _hours, _Newest, _Scan, _scan_hour
+from sre_diag.tools.logs.prefilter import Row
+from sre_diag.tools.logs.source import LogPage
+from sre_diag.tools.logs.summary import Grid, Tally
+from sre_diag.tools.schemas import LogsInput
+from sre_diag.tools.threads import Stop
 
 __all__ = [
     "Part",

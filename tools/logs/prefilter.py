@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from plugin.tools.logs.source import LogRecord
-from plugin.tools.schemas import LogsInput
+from sre_diag.tools.logs.source import LogRecord
+from sre_diag.tools.schemas import LogsInput
 
 __all__ = [
     "Match",

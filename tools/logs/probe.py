@@ -1,7 +1,7 @@
 """How each log source probes itself for ``check``: the folder lists its service folders, Loki
 answers its service label's values, an unset source says so.
 
-The Loki probe is ONE bounded GET (:data:`~plugin.tools.probing.CONNECT_SECONDS` over
+The Loki probe is ONE bounded GET (:data:`~sre_diag.tools.probing.CONNECT_SECONDS` over
 connecting, the headers and every byte of the body, at most :data:`LOKI_BODY_BYTES` decoded);
 the label values it shows are cleaned and cut like the tool catalogue's.
 """
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import httpx
 
-from plugin.http_bounds import AnswerTooLarge, bounded_client
-from plugin.tools.base import MAX_SERVICES, ProbeReport
-from plugin.tools.errors import LokiAnswerTooLarge
-from plugin.tools.plain import clean_entry
-from plugin.tools.probing import CONNECT_SECONDS, failed, hostport, listed, ok, os_reason, unset
+from sre_diag.http_bounds import AnswerTooLarge, bounded_client
+from sre_diag.tools.base import MAX_SERVICES, ProbeReport
+from sre_diag.tools.errors import LokiAnswerTooLarge
+from sre_diag.tools.plain import clean_entry
+from sre_diag.tools.probing import CONNECT_SECONDS, failed, hostport, listed, ok, os_reason, unset
 
 __all__ = [
     "LOKI_BODY_BYTES",
@@ -74,7 +74,7 @@ async def _get_capped(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
     """Status and the whole decoded body (chunked, gzip, deflate) of one GET, at most
     :data:`LOKI_BODY_BYTES` decoded (inflated with a bounded output: one compressed chunk can
     never expand past the cap first); ONE bound over connecting, the headers and every byte of
-    the body (``plugin.http_bounds``; httpx's own timeouts are per read, a trickle never ends)."""
+    the body (``sre_diag.http_bounds``; httpx's own timeouts are per read, a trickle never ends)."""
     async with bounded_client(
         max_bytes=LOKI_BODY_BYTES, total_seconds=CONNECT_SECONDS, timeout=CONNECT_SECONDS,
         headers=headers,

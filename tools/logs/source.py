@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from plugin.tools.base import ProbeReport
-from plugin.tools.errors import LogSourceError
-from plugin.tools.schemas import LogsInput, LogSummary
+from sre_diag.tools.base import ProbeReport
+from sre_diag.tools.errors import LogSourceError
+from sre_diag.tools.schemas import LogsInput, LogSummary
 
 __all__ = [
     "MASK_SECONDS",
@@ -42,7 +42,7 @@ class LogRecord:
 @dataclass(frozen=True, slots=True)
 class LogPage:
     """At most ``limit`` records, newest first; ``truncated`` when more matched; the
-    ``summary`` of every match (see :mod:`plugin.tools.logs.summary`)."""
+    ``summary`` of every match (see :mod:`sre_diag.tools.logs.summary`)."""
 
     items: list[LogRecord]
     truncated: bool
@@ -61,7 +61,7 @@ class LogSource(Protocol):
         ...
 
     async def probe(self) -> ProbeReport:
-        """For ``check``: reach the source once, bounded (:mod:`plugin.tools.logs.probe`)."""
+        """For ``check``: reach the source once, bounded (:mod:`sre_diag.tools.logs.probe`)."""
         ...
 
 

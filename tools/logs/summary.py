@@ -11,7 +11,7 @@ dates and times in ISO, syslog, ctime, RFC 2822, Apache and US forms with month 
 names abbreviated, full or in capitals, quoted values, an empty ``()`` where a value stands)
 become ``<*>``; wildcards joined by punctuation (``<*>,<*>``) and a run of one masked token
 repeated (a list of values of varying length) become one. Then a Drain-like step
-(:func:`plugin.tools.logs.variants.variant_targets`) merges patterns equal but for one word
+(:func:`sre_diag.tools.logs.variants.variant_targets`) merges patterns equal but for one word
 that takes many values, or one literal word beside the same pattern with ``<*>`` in its place
 (``bench/patterns.py`` compares it with Drain3 on the Loghub samples, the bundled incident and
 a mix of 20 message shapes). Its cost is kept off the per-line path:
@@ -20,7 +20,7 @@ a mix of 20 message shapes). Its cost is kept off the per-line path:
   turned into ``0`` (``bytes.translate``, a few tens of nanoseconds). The masker treats all
   digits alike, so messages differing only in their digits share a key and a pattern;
 * a key becomes a pattern once, when the summary is built: redacted first
-  (:func:`plugin.tools.redact.redact_prefix`: patterns are evidence, i.e. attacker data), then
+  (:func:`sre_diag.tools.redact.redact_prefix`: patterns are evidence, i.e. attacker data), then
   masked
   (:func:`full_pattern`);
 * keys that mask to the same full pattern are merged, so counts are per pattern; only the five
@@ -51,12 +51,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-from plugin.tools.logs.masking import mask_key_text, mask_message
-from plugin.tools.logs.variants import MERGE_VARIANTS, STOP_EVERY, WILDCARD, variant_targets
-from plugin.tools.plain import visible_controls
-from plugin.tools.redact import HEADROOM, redact_prefix
-from plugin.tools.schemas import LogBuckets, LogPattern, LogSummary
-from plugin.tools.threads import NEVER, OutOfTime, Stop, Stopped
+from sre_diag.tools.logs.masking import mask_key_text, mask_message
+from sre_diag.tools.logs.variants import MERGE_VARIANTS, STOP_EVERY, WILDCARD, variant_targets
+from sre_diag.tools.plain import visible_controls
+from sre_diag.tools.redact import HEADROOM, redact_prefix
+from sre_diag.tools.schemas import LogBuckets, LogPattern, LogSummary
+from sre_diag.tools.threads import NEVER, OutOfTime, Stop, Stopped
 
 __all__ = [
     "BUCKET_WIDTHS",
@@ -150,7 +150,7 @@ def bound_pattern(text: str) -> str:
 @lru_cache(maxsize=PATTERN_CACHE)
 def full_pattern(key: bytes) -> str:
     """The pattern a key is grouped under: redacted, masked, whitespace runs as one space,
-    controls made visible (:func:`plugin.tools.plain.visible_controls`) — never cut (two long
+    controls made visible (:func:`sre_diag.tools.plain.visible_controls`) — never cut (two long
     messages that differ only past the display bound stay two groups).
     Pure, so the most recent :data:`PATTERN_CACHE` keys are remembered across queries."""
     text, _ = redact_prefix(key.decode("utf-8", "surrogatepass"), KEY_CHARS)

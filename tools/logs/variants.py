@@ -1,6 +1,6 @@
 """The second, Drain-like step of pattern mining: merging a window's pattern *variants*.
 
-The masker (:mod:`plugin.tools.logs.summary`) turns what it recognises as variable into
+The masker (:mod:`sre_diag.tools.logs.summary`) turns what it recognises as variable into
 ``<*>``; what it cannot recognise (a user name, a table, a host without a known suffix) stays a
 literal word and splits one event into several patterns. Two patterns are *variants* of each
 other when they are equal but for ONE space-separated token; the pattern with ``<*>`` in that
@@ -31,7 +31,7 @@ most :data:`MERGE_MAX_ENTRIES` entries, each a small integer pair keyed by the t
 collision) — the target strings themselves are never kept. Patterns are visited most frequent
 first, so a window with more positions than the table holds still merges its largest
 patterns. ``stop`` is checked every :data:`STOP_EVERY` patterns (a spent budget raises
-:class:`~plugin.tools.threads.OutOfTime`).
+:class:`~sre_diag.tools.threads.OutOfTime`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator, Mapping
 
-from plugin.tools.threads import NEVER, Stop
+from sre_diag.tools.threads import NEVER, Stop
 
 __all__ = [
     "MERGE_CONTEXT",

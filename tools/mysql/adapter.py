@@ -3,7 +3,7 @@
 Layers, outermost first, each of which alone should stop a hostile statement (README "The
 read-only boundary of query_mysql"):
 
-1. :func:`plugin.tools.sql.guard.prepare_sql` refuses anything but one allowlisted SELECT
+1. :func:`sre_diag.tools.sql.guard.prepare_sql` refuses anything but one allowlisted SELECT
    (``FORBIDDEN_QUERY``, nothing sent) and returns the guard's own rendering of the checked tree,
    verified byte for byte by a conservative MariaDB lexer; the model's text is never sent.
 2. Every pooled connection has multi-statements switched off at the protocol level; the
@@ -17,11 +17,11 @@ read-only boundary of query_mysql"):
    since they were first read, executes nothing (``NOT_CONFIGURED``, logged once).
 
 Results are streamed (unbuffered cursor, stopped at the row cap or the byte cap) and projected,
-in a worker thread, into :class:`~plugin.tools.schemas.MysqlRow`: at most ``max_rows`` rows (the
+in a worker thread, into :class:`~sre_diag.tools.schemas.MysqlRow`: at most ``max_rows`` rows (the
 guard
 asks for one more to detect truncation), JSON scalars only, long strings cut visibly, the values
 at the output positions the guard marked secret replaced by ``***`` (by position, never by the
-label the server returns), and every string passed through :func:`plugin.tools.redact.redact`. The
+label the server returns), and every string passed through :func:`sre_diag.tools.redact.redact`. The
 guard's typed pass needs the allowed tables' column types: they are read with the privilege
 verdict, which is re-read every ``verdict_refresh_seconds``. Errors become stable codes;
 exception text goes to the log only, never to the caller, and the DSN password is never logged.
@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import aiomysql
 
-from plugin.log import log_failure
-from plugin.tools.base import (
+from sre_diag.log import log_failure
+from sre_diag.tools.base import (
     AdapterCall,
     AdapterErrorCode,
     AdapterResult,
@@ -51,13 +51,13 @@ from plugin.tools.base import (
     Ready,
     ToolName,
 )
-from plugin.tools.errors import PoolUnavailable
-from plugin.tools.mysql.codes import classify
-from plugin.tools.mysql.dsn import MysqlDsn, normalise_allowlist, parse_configured_dsn
-from plugin.tools.mysql.privileges import GrantVerdict, effective_grants_verdict
-from plugin.tools.mysql.probe import probe_mysql
-from plugin.tools.mysql.rows import RowProjection
-from plugin.tools.mysql.session import (
+from sre_diag.tools.errors import PoolUnavailable
+from sre_diag.tools.mysql.codes import classify
+from sre_diag.tools.mysql.dsn import MysqlDsn, normalise_allowlist, parse_configured_dsn
+from sre_diag.tools.mysql.privileges import GrantVerdict, effective_grants_verdict
+from sre_diag.tools.mysql.probe import probe_mysql
+from sre_diag.tools.mysql.rows import RowProjection
+from sre_diag.tools.mysql.session import (
     BASE_TABLES_SQL,
     GROUP_CONCAT_MAX_LEN,
     ISOLATION,
@@ -68,13 +68,13 @@ from plugin.tools.mysql.session import (
     multi_statements_off,
     read_schema,
 )
-from plugin.tools.mysql.values import cell_bytes
-from plugin.tools.redact import is_secret_name, redact
-from plugin.tools.schemas import MysqlInput
-from plugin.tools.sql.columns import Schema
+from sre_diag.tools.mysql.values import cell_bytes
+from sre_diag.tools.redact import is_secret_name, redact
+from sre_diag.tools.schemas import MysqlInput
+from sre_diag.tools.sql.columns import Schema
 
 if TYPE_CHECKING:
-    from plugin.tools.sql.guard import Prepared, Refused
+    from sre_diag.tools.sql.guard import Prepared, Refused
 
 __all__ = [
     "MAX_RESULT_BYTES",
@@ -211,7 +211,7 @@ class MysqlAdapter:
     async def warm(self) -> None:
         """Import the SQL guard now, in a thread (a service's start), not at the first statement."""
         if self._dsn is not None:
-            await asyncio.to_thread(importlib.import_module, "plugin.tools.sql.guard")
+            await asyncio.to_thread(importlib.import_module, "sre_diag.tools.sql.guard")
 
     async def aclose(self) -> None:
         """Close the pool (if one was created) and wait for its connections to end."""
@@ -228,7 +228,7 @@ class MysqlAdapter:
     ) -> Failed | None:
         # The guard (sqlglot, ~50 ms to import) loads at the first statement: a run that sends
         # none never imports it; ``warm`` imports it ahead for a long-lived process.
-        from plugin.tools.sql.guard import Refused, check_sql
+        from sre_diag.tools.sql.guard import Refused, check_sql
 
         decision = check_sql(call.input.sql, database=database, allowed_tables=tables)
         if isinstance(decision, Refused):
@@ -241,7 +241,7 @@ class MysqlAdapter:
 
         The guard parses with sqlglot (~5 ms, twice): the caller runs this in a thread.
         """
-        from plugin.tools.sql.guard import Prepared, prepare_sql
+        from sre_diag.tools.sql.guard import Prepared, prepare_sql
 
         decision = prepare_sql(
             call.input.sql, database=self._database(), allowed_tables=facts.allowed_tables,
@@ -323,7 +323,7 @@ class MysqlAdapter:
     async def probe(self) -> ProbeReport:
         """For ``check``: reachable, server kind, the allowed tables present, and the read-only
         verdict, each step bounded by ``connect_timeout_seconds``
-        (:mod:`plugin.tools.mysql.probe`)."""
+        (:mod:`sre_diag.tools.mysql.probe`)."""
         return await probe_mysql(
             self._dsn, self._allowed_entries, require_read_only=self._require_read_only,
             verdict=self._probe_verdict, seconds=self._connect_timeout,

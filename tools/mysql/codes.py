@@ -6,7 +6,7 @@ exception text never travels further than the log.
 
 from __future__ import annotations
 
-from plugin.tools.base import AdapterErrorCode
+from sre_diag.tools.base import AdapterErrorCode
 
 __all__ = ["MEANINGS", "classify", "error_number"]
 

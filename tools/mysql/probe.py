@@ -3,7 +3,7 @@ allowed tables exist, and the account's read-only verdict.
 
 Every step is bounded (``seconds``, the probe's connect bound) and reads only: ``SELECT
 VERSION()``, the database's table names, the grants. Failures become a reason built from the
-MySQL error number (:data:`~plugin.tools.mysql.codes.MEANINGS`) or the exception's kind, never
+MySQL error number (:data:`~sre_diag.tools.mysql.codes.MEANINGS`) or the exception's kind, never
 from its text.
 """
 
@@ -15,11 +15,11 @@ from typing import Any
 
 import aiomysql
 
-from plugin.tools.base import ProbeReport
-from plugin.tools.mysql.codes import MEANINGS, error_number
-from plugin.tools.mysql.dsn import MysqlDsn
-from plugin.tools.mysql.privileges import GrantVerdict
-from plugin.tools.probing import CONNECT_SECONDS, failed, listed, ok, os_reason, unset
+from sre_diag.tools.base import ProbeReport
+from sre_diag.tools.mysql.codes import MEANINGS, error_number
+from sre_diag.tools.mysql.dsn import MysqlDsn
+from sre_diag.tools.mysql.privileges import GrantVerdict
+from sre_diag.tools.probing import CONNECT_SECONDS, failed, listed, ok, os_reason, unset
 
 __all__ = ["connect", "failure_reason", "probe_mysql", "server_facts", "server_kind"]
 

@@ -1,7 +1,7 @@
 """Result rows as ``query_mysql`` returns them: cells by position, masked, redacted, bounded.
 
 A masked position is ``***`` whatever label the server gave it; every string is redacted
-(:func:`plugin.tools.redact.redact`) and cut to ``max_cell_chars`` with a visible mark.
+(:func:`sre_diag.tools.redact.redact`) and cut to ``max_cell_chars`` with a visible mark.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from plugin.tools.mysql.session import GROUP_CONCAT_MAX_LEN
-from plugin.tools.mysql.values import to_json_scalar, unique_names, without_last_token
-from plugin.tools.redact import redact
-from plugin.tools.schemas import JsonScalar, MysqlRow
-from plugin.tools.sql.columns import CAP_CHARS
+from sre_diag.tools.mysql.session import GROUP_CONCAT_MAX_LEN
+from sre_diag.tools.mysql.values import to_json_scalar, unique_names, without_last_token
+from sre_diag.tools.redact import redact
+from sre_diag.tools.schemas import JsonScalar, MysqlRow
+from sre_diag.tools.sql.columns import CAP_CHARS
 
 __all__ = ["MASK", "TRUNCATION_MARK", "RowProjection"]
 

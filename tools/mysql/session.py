@@ -15,8 +15,8 @@ from typing import Any
 import aiomysql
 from pymysql.constants import COMMAND
 
-from plugin.tools._compat import read_packet, send_command
-from plugin.tools.sql.columns import ColumnShape, Schema, column_shape
+from sre_diag.tools._compat import read_packet, send_command
+from sre_diag.tools.sql.columns import ColumnShape, Schema, column_shape
 
 __all__ = [
     "BASE_TABLES_SQL",
@@ -105,7 +105,7 @@ async def multi_statements_off(conn: Any) -> None:
     with it on, a ``;`` smuggled past every other check would run further statements outside the
     read-only transaction and the time cap. The protocol command makes the server itself refuse
     a second statement in one request (error 1064). It uses aiomysql's packet helpers, which are
-    private (``plugin.tools._compat``): the version range is pinned in ``pyproject.toml``, a
+    private (``sre_diag.tools._compat``): the version range is pinned in ``pyproject.toml``, a
     canary watches the helpers and a test proves the effect.
     """
     await send_command(conn, COMMAND.COM_SET_OPTION, MULTI_STATEMENTS_OFF)

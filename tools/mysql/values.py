@@ -10,7 +10,7 @@ import math
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 
-from plugin.tools.schemas import JsonScalar
+from sre_diag.tools.schemas import JsonScalar
 
 __all__ = ["cell_bytes", "to_json_scalar", "unique_names", "without_last_token"]
 

@@ -22,11 +22,11 @@ the cells that come back. So the guard gives every expression of the checked tre
   subject × needle allows. The refusal names the class, never the limit.
 
 The columns' shapes (:class:`ColumnShape`, :func:`column_shape`, the :data:`Schema`) live in
-:mod:`plugin.tools.sql.columns`, which needs no sqlglot: the adapter reads them with the privilege
+:mod:`sre_diag.tools.sql.columns`, which needs no sqlglot: the adapter reads them with the privilege
 verdict, before any statement is checked. They are re-exported here.
 
 The outermost ``*`` / ``t.*`` is expanded into the schema's columns beforehand
-(:mod:`plugin.tools.sql.stars`), so the adapter masks by the position of each checked projection
+(:mod:`sre_diag.tools.sql.stars`), so the adapter masks by the position of each checked projection
 and never by the label the server returns.
 """
 
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from plugin.tools.errors import BoundViolation
-from plugin.tools.sql.columns import (
+from sre_diag.tools.errors import BoundViolation
+from sre_diag.tools.sql.columns import (
     CAP_BYTES,
     CAP_CHARS,
     NUMBER_BYTES,

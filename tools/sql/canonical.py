@@ -13,11 +13,11 @@ import re
 
 import sqlglot
 
-from plugin.tools.sql.lexer import scan_raw
+from sre_diag.tools.sql.lexer import scan_raw
 
 __all__ = ["MAX_CANONICAL_CHARS", "canonical_sql"]
 
-# The guard's own bound on the model's text (plugin.tools.sql.guard.MAX_SQL_CHARS).
+# The guard's own bound on the model's text (sre_diag.tools.sql.guard.MAX_SQL_CHARS).
 MAX_CANONICAL_CHARS = 4000
 _WS = re.compile(r"\s+")
 

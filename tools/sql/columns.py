@@ -3,7 +3,7 @@
 Each column of ``information_schema.COLUMNS`` becomes a :class:`ColumnShape`: its kind (free
 text, a label, a number, a time) and the most bytes one value can carry. ``query_mysql`` reads
 them with the account's privilege verdict, before any statement is checked, so a run that never
-checks a statement never imports the parser (:mod:`plugin.tools.sql.bounds` is the typed pass
+checks a statement never imports the parser (:mod:`sre_diag.tools.sql.bounds` is the typed pass
 itself and re-exports these names).
 """
 

@@ -25,17 +25,17 @@ including ``information_schema``, although the server filters it by privilege: i
 the names of other schemas, routines, users' grants and server internals, and the model does not
 need it (the adapter itself reads the table list once, not the model).
 
-Secret-looking columns (:func:`plugin.tools.redact.is_secret_name`) may only be projected as bare
+Secret-looking columns (:func:`sre_diag.tools.redact.is_secret_name`) may only be projected as bare
 columns of the outermost SELECT under a secret-looking output name; using them in predicates,
 functions, aliases, set operations, ``JOIN … USING``, ordinals of ``ORDER BY``/``GROUP BY`` or a
 ``DISTINCT`` row is refused, and ``NATURAL`` joins are refused outright, which blocks laundering
 and equality/ordering oracles. :class:`Prepared` tells the adapter which output positions hold
 such a column; it masks by position, never by the label the server returns.
 
-With the schema (the adapter always passes it), :mod:`plugin.tools.sql.stars` expands the
-outermost ``*`` and :mod:`plugin.tools.sql.bounds` bounds every expression's size and cost and
+With the schema (the adapter always passes it), :mod:`sre_diag.tools.sql.stars` expands the
+outermost ``*`` and :mod:`sre_diag.tools.sql.bounds` bounds every expression's size and cost and
 refuses extraction from text columns. The walk itself and its allowlists are
-:mod:`plugin.tools.sql.walk`; the verdicts are :mod:`plugin.tools.sql.refusal`.
+:mod:`sre_diag.tools.sql.walk`; the verdicts are :mod:`sre_diag.tools.sql.refusal`.
 """
 
 from __future__ import annotations
@@ -48,12 +48,18 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokenizer_core import Token, TokenType
 
-from plugin.tools.errors import LexRefusal
-from plugin.tools.sql.bounds import TEXT_EXTRACTION, TOO_LARGE, BoundViolation, Schema, check_shapes
-from plugin.tools.sql.lexer import LexKind, scan_raw, scan_rendered
-from plugin.tools.sql.refusal import Allowed, GuardDecision, Refusal, RefusalReason, Refused
-from plugin.tools.sql.stars import cap_wide_projections, expand_stars, projection_masks
-from plugin.tools.sql.walk import (
+from sre_diag.tools.errors import LexRefusal
+from sre_diag.tools.sql.bounds import (
+    TEXT_EXTRACTION,
+    TOO_LARGE,
+    BoundViolation,
+    Schema,
+    check_shapes,
+)
+from sre_diag.tools.sql.lexer import LexKind, scan_raw, scan_rendered
+from sre_diag.tools.sql.refusal import Allowed, GuardDecision, Refusal, RefusalReason, Refused
+from sre_diag.tools.sql.stars import cap_wide_projections, expand_stars, projection_masks
+from sre_diag.tools.sql.walk import (
     MAX_LIKE_WILDCARDS,
     MAX_TYPE_PARAMETER,
     SYSTEM_SCHEMAS,
@@ -83,7 +89,7 @@ __all__ = [
 
 DIALECT = "mysql"
 
-# Bounds that keep the parser and the checker small (the walk's own are in plugin.tools.sql.walk).
+# Bounds that keep the parser and the checker small (the walk's own are in sre_diag.tools.sql.walk).
 MAX_SQL_CHARS = 4000
 MAX_TREE_DEPTH = 48
 MAX_TREE_NODES = 1500
@@ -105,8 +111,8 @@ def check_sql(
     """Parse ``sql`` and decide; never raises for any input text.
 
     With ``schema`` (the adapter always passes one) the outermost ``*`` is expanded into the
-    schema's columns and the typed pass (:mod:`plugin.tools.sql.bounds`) bounds every expression and
-    refuses extraction from text columns; without it only the untyped checks run.
+    schema's columns and the typed pass (:mod:`sre_diag.tools.sql.bounds`) bounds every
+    expression and refuses extraction from text columns; without it only the untyped checks run.
     """
     try:
         tree = _parse_single_query(sql)
@@ -159,7 +165,7 @@ def prepare_sql(
 
     1. :func:`check_sql` on the model's text (lexical pre-scan, parse, allowlists, typed pass);
     2. render the checked tree with the row cap (:func:`limit_rows`);
-    3. verify the rendering with the conservative lexer (:mod:`plugin.tools.sql.lexer`) and check
+    3. verify the rendering with the conservative lexer (:mod:`sre_diag.tools.sql.lexer`) and check
        that
        it holds exactly as many quoted names and string literals as the tree — so nothing was
        pasted raw into the text;

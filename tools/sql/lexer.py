@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from plugin.tools.errors import LexRefusal
+from sre_diag.tools.errors import LexRefusal
 
 MAX_PAREN_DEPTH = 32
 

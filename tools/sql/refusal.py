@@ -2,7 +2,7 @@
 
 :class:`RefusalReason` is short, stable and safe to log and to test against; :class:`Refusal` is
 the internal short-circuit the checks raise at the first violation, turned into :class:`Refused`
-by :func:`plugin.tools.sql.guard.check_sql`.
+by :func:`sre_diag.tools.sql.guard.check_sql`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from plugin.tools.errors import Refusal, RefusalReason
+from sre_diag.tools.errors import Refusal, RefusalReason
 
 __all__ = ["Allowed", "GuardDecision", "Refusal", "RefusalReason", "Refused"]
 

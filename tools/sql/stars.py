@@ -1,8 +1,8 @@
 """Star expansion and output masks: the outermost ``*`` becomes the schema's named columns.
 
-Part of the typed pass of the SQL guard (:mod:`plugin.tools.sql.bounds` holds the shapes): the
+Part of the typed pass of the SQL guard (:mod:`sre_diag.tools.sql.bounds` holds the shapes): the
 outermost ``*`` / ``t.*`` is expanded into the schema's columns, a wide text column projected
-bare is capped at :data:`~plugin.tools.sql.bounds.CAP_CHARS` characters, and every output
+bare is capped at :data:`~sre_diag.tools.sql.bounds.CAP_CHARS` characters, and every output
 position is told whether it holds a secret-looking column, so the adapter masks by the position
 of each checked projection and never by the label the server returns.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from plugin.tools.redact import is_secret_name
-from plugin.tools.sql.bounds import (
+from sre_diag.tools.redact import is_secret_name
+from sre_diag.tools.sql.bounds import (
     CAP_BYTES,
     CAP_CHARS,
     UNEXPANDABLE,

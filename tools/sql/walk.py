@@ -1,6 +1,6 @@
 """The guard's walk over a parsed statement: allowlists of nodes, functions, tables and names.
 
-One :class:`TreeChecker` pass raises :class:`~plugin.tools.sql.refusal.Refusal` at the first node
+One :class:`TreeChecker` pass raises :class:`~sre_diag.tools.sql.refusal.Refusal` at the first node
 that is not on an allowlist (functions, clauses, variables, tables of the DSN's own database, the
 system schemas refused), rewrites table and database names to their allowlisted spelling, and
 bounds the constructs whose server-side cost the statement does not bound (``LIKE`` wildcards,
@@ -14,9 +14,9 @@ import re
 
 from sqlglot import exp
 
-from plugin.tools.redact import is_secret_name
-from plugin.tools.sql.lexer import RENDERED_VOCABULARY
-from plugin.tools.sql.refusal import Refusal, RefusalReason
+from sre_diag.tools.redact import is_secret_name
+from sre_diag.tools.sql.lexer import RENDERED_VOCABULARY
+from sre_diag.tools.sql.refusal import Refusal, RefusalReason
 
 __all__ = [
     "MAX_LIKE_WILDCARDS",
@@ -77,7 +77,7 @@ _ALLOWED_ANONYMOUS_FUNCTIONS = frozenset(
 )  # fmt: skip
 
 # --- secret-looking names ----------------------------------------------------------------------
-# One detector for the whole project (plugin.tools.redact); kept under its old name for callers.
+# One detector for the whole project (sre_diag.tools.redact); kept under its old name for callers.
 is_secret_column = is_secret_name
 
 

@@ -10,9 +10,9 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
-from plugin.commands.errors import EvalUsageError
-from plugin.contract.request import PreviousTurn
-from plugin.log import failure_reason
+from sre_diag.commands.errors import EvalUsageError
+from sre_diag.contract.request import PreviousTurn
+from sre_diag.log import failure_reason
 
 __all__ = [
     "CASE_FILE",

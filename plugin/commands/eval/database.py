@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from plugin.commands.errors import EvalDatabaseError
-from plugin.commands.eval.cases import EvalUsageError
-from plugin.log import failure_reason
+from sre_diag.commands.errors import EvalDatabaseError
+from sre_diag.commands.eval.cases import EvalUsageError
+from sre_diag.log import failure_reason
 
 __all__ = [
     "AdminDsn",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from plugin.contract.result import ExecutionResult
+from sre_diag.contract.result import ExecutionResult
 
 __all__ = [
     "CRITERIA_SHOWN",

@@ -9,7 +9,7 @@ temporary folder, the case's ``asked_at`` and ``previous_turn``. Everything else
 budgets, prompt language) comes from the configured settings.
 
 The model is the configured one, or with ``--replay`` the case's recorded cassettes served by the
-scripted model server (:mod:`plugin.doubles.scripted_model`). Cassette naming: ``cassette.json``
+scripted model server (:mod:`sre_diag.doubles.scripted_model`). Cassette naming: ``cassette.json``
 is the run a competent model could have produced; ``cassette.<variant>.json`` are further
 recorded runs of the same case, each reported as ``<case id>:<variant>`` (the bundled suite names
 the ones that must fail the scoring ``cassette.fail-<why>.json``). A replay that leaves scripted
@@ -39,7 +39,7 @@ from typing import Any, Literal, TextIO
 
 from pydantic import ValidationError
 
-from plugin.commands.eval.cases import (
+from sre_diag.commands.eval.cases import (
     DEFAULT_CASSETTE,
     MYSQL_FILE,
     Case,
@@ -47,20 +47,20 @@ from plugin.commands.eval.cases import (
     EvalUsageError,
     discover_cases,
 )
-from plugin.commands.eval.database import AdminDsn, EvalDatabaseError, ThrowawayDatabase
-from plugin.commands.eval.report import (
+from sre_diag.commands.eval.database import AdminDsn, EvalDatabaseError, ThrowawayDatabase
+from sre_diag.commands.eval.report import (
     CRITERIA_SHOWN,
     RunReport,
     render_table,
     totals,
     write_report,
 )
-from plugin.commands.eval.score import score
-from plugin.contract.request import DiagnosisRequest
-from plugin.contract.result import ExecutionResult
-from plugin.doubles.scripted_model import ScriptedModelServer, load_cassette
-from plugin.errors import ConfigError, InputRejected
-from plugin.settings import Settings, describe_invalid_settings
+from sre_diag.commands.eval.score import score
+from sre_diag.contract.request import DiagnosisRequest
+from sre_diag.contract.result import ExecutionResult
+from sre_diag.doubles.scripted_model import ScriptedModelServer, load_cassette
+from sre_diag.errors import ConfigError, InputRejected
+from sre_diag.settings import Settings, describe_invalid_settings
 
 __all__ = ["RunPlan", "plan_runs", "run_eval"]
 
@@ -174,7 +174,7 @@ class Evaluation:
     async def _diagnose(
         self, case: Case, spec: CaseSpec, dsn: str, model_url: str | None
     ) -> ExecutionResult:
-        from plugin.wiring import build_harness
+        from sre_diag.wiring import build_harness
 
         with tempfile.TemporaryDirectory(prefix="diag-eval-") as work:
             settings = self.case_settings(case, Path(work), dsn, model_url)

@@ -1,10 +1,10 @@
-"""``eval`` scoring: the criteria of :class:`~plugin.commands.eval.cases.Expect` a run's result
+"""``eval`` scoring: the criteria of :class:`~sre_diag.commands.eval.cases.Expect` a run's result
 fails (case-insensitive on ``conclusion.summary``; absent keys are not scored)."""
 
 from __future__ import annotations
 
-from plugin.commands.eval.cases import Expect
-from plugin.contract.result import ExecutionResult, Outcome
+from sre_diag.commands.eval.cases import Expect
+from sre_diag.contract.result import ExecutionResult, Outcome
 
 __all__ = [
     "score",
