@@ -2,20 +2,37 @@
 
 It speaks the Web API's wire format on loopback (``POST /api/<method>``, form or JSON bodies,
 ``{"ok": ...}`` answers), keeps the messages it was sent so that ``conversations.replies`` can
-read them back with their metadata, and can be told to fail a method (HTTP 429 with
-``Retry-After``, 5xx, or ``ok: false`` with an error such as ``invalid_auth``, ``invalid_blocks``,
-``msg_too_long`` or ``metadata_too_large``), optionally only the calls whose parameters match
-(the answer, which carries metadata, and not the status message before it, say). Every call is
-recorded with its arrival time, so rates (``chat.update`` per minute) can be measured.
+read them back with their metadata, and misbehaves the way Slack does when told to:
+
+- **scopes** (``scopes=``): a method whose scope the token lacks is answered as Slack answers
+  it, HTTP 200 ``{"ok": false, "error": "missing_scope", "needed": …, "provided": …}``; the
+  scope of a conversation method follows the conversation's type (``channels:history`` for a
+  public channel, ``groups:history`` for a private one, …); the tests give it the scopes the
+  app manifest grants. ``None`` grants everything.
+- **rate limits** (``limits=``, :data:`SLACK_LIMITS`): ``chat.postMessage`` about one message a
+  second per channel with short bursts, the other methods by their tier per workspace; past
+  it, HTTP 429 ``ratelimited`` with ``Retry-After`` (whole seconds), as Slack answers.
+- **failures** (:meth:`fail`): HTTP 429 with ``Retry-After``, 5xx, or ``ok: false`` with an
+  error such as ``invalid_auth``, ``invalid_blocks``, ``msg_too_long``; ``after_store=True``
+  makes the failure come AFTER the call took effect (a 503 for a message Slack stored).
+- **a dropped connection** (:meth:`drop`), before or after the call took effect.
+- **latency**: :meth:`latency` before the call takes effect, :meth:`delay` after it (a post
+  stored while its poster still waits, past its client's timeout).
+
+Each of them can apply to the calls whose parameters match only (the answer, which carries
+metadata, and not the status message before it, say). Every call is recorded with its arrival
+time, so rates can be measured; every refusal (429, ``missing_scope``) also in ``refusals``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
 import json
+import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +40,19 @@ from aiohttp import web
 
 from sre_diag.doubles.loopback import LoopbackServer
 
-__all__ = ["BOT_ID", "BOT_USER_ID", "RecordedCall", "RecordingSlackApi", "blocks_to_text"]
+__all__ = [
+    "BOT_ID",
+    "BOT_USER_ID",
+    "METHOD_SCOPES",
+    "SLACK_LIMITS",
+    "Limit",
+    "RateLimits",
+    "RecordedCall",
+    "RecordingSlackApi",
+    "Refusal",
+    "blocks_to_text",
+    "scope_needed",
+]
 
 BOT_ID = "BDIAG0001"
 BOT_USER_ID = "UDIAG0001"
@@ -38,7 +67,110 @@ class RecordedCall:
     """``time.monotonic()`` when the call arrived."""
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A call Slack refused before it took effect: rate limited, or a scope missing."""
+
+    call: RecordedCall
+    status: int
+    error: str
+
+
 Match = Callable[[dict[str, Any]], bool]
+
+_BY_KIND = "{kind}"
+METHOD_SCOPES: Mapping[str, str | None] = {
+    "auth.test": None,
+    "apps.connections.open": None,  # an app-level token's connections:write, not a bot scope
+    "chat.getPermalink": None,
+    "views.open": None,
+    "chat.postMessage": "chat:write",
+    "chat.postEphemeral": "chat:write",
+    "chat.update": "chat:write",
+    "chat.delete": "chat:write",
+    "conversations.replies": "{kind}:history",
+    "conversations.history": "{kind}:history",
+    "conversations.info": "{kind}:read",
+    "users.info": "users:read",
+    "reactions.add": "reactions:write",
+}
+"""The bot scope each Web API method needs, from Slack's method pages; ``{kind}`` is the
+conversation's type (``channels``, ``groups``, ``im``, ``mpim``). A method not listed here is
+refused as Slack refuses a method it does not know (``unknown_method``)."""
+
+
+def scope_needed(method: str, channel: str, private: Iterable[str] = ()) -> str | None:
+    """The scope ``method`` needs on ``channel`` (None: none); KeyError for an unknown one."""
+    scope = METHOD_SCOPES[method]
+    if scope is None or _BY_KIND not in scope:
+        return scope
+    if channel.startswith("D"):
+        kind = "im"
+    elif channel.startswith("G") or channel in set(private):
+        kind = "groups"
+    else:
+        kind = "channels"
+    return scope.replace(_BY_KIND, kind)
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """A token bucket: ``per_minute`` sustained, up to ``burst`` at once."""
+
+    per_minute: float
+    burst: int
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimits:
+    """Slack's limits: ``chat.postMessage`` per channel, every other method by its tier (per
+    workspace and app); a method with no tier here is not limited."""
+
+    post_per_channel: Limit
+    tiers: Mapping[str, Limit]
+
+
+_TIER1, _TIER2, _TIER3, _TIER4 = Limit(1, 1), Limit(20, 5), Limit(50, 10), Limit(100, 20)
+SLACK_LIMITS = RateLimits(
+    post_per_channel=Limit(60, 3),
+    tiers={
+        "chat.update": _TIER3,
+        "chat.delete": _TIER3,
+        "conversations.replies": _TIER3,
+        "conversations.history": _TIER3,
+        "conversations.info": _TIER3,
+        "chat.postEphemeral": _TIER4,
+        "chat.getPermalink": _TIER4,
+        "views.open": _TIER4,
+        "users.info": _TIER4,
+        "auth.test": _TIER4,
+        "apps.connections.open": _TIER1,
+    },
+)
+"""What Slack documents: ``chat.postMessage`` about 1 a second per channel with short bursts;
+Tier 1 about 1 a minute, Tier 3 50+, Tier 4 100+ (``chat.getPermalink``: hundreds)."""
+
+
+@dataclass(slots=True)
+class _Bucket:
+    limit: Limit
+    tokens: float
+    stamp: float
+
+    def take(self, now: float) -> int:
+        """0 when a call may go now, else the whole seconds to wait (Slack's Retry-After)."""
+        rate = self.limit.per_minute / 60.0
+        self.tokens = min(float(self.limit.burst), self.tokens + (now - self.stamp) * rate)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return 0
+        return max(1, math.ceil((1.0 - self.tokens) / rate))
+
+
+class _Kind(enum.Enum):
+    ANSWER = "answer"
+    DROP = "drop"
 
 
 @dataclass(slots=True)
@@ -48,6 +180,8 @@ class _Failure:
     retry_after: int | None
     times: int
     match: Match | None
+    after_store: bool = False
+    kind: _Kind = _Kind.ANSWER
 
 
 @dataclass
@@ -58,8 +192,17 @@ class RecordingSlackApi(LoopbackServer):
     messages: list[dict[str, Any]] = field(default_factory=list)
     socket_mode_url: str | None = None
     """What ``apps.connections.open`` answers (a local WebSocket server in tests)."""
+    scopes: frozenset[str] | None = None
+    """The bot token's scopes (the tests read the manifest's); None grants every method."""
+    limits: RateLimits | None = None
+    """Slack's rate limits (:data:`SLACK_LIMITS`); None: never rate limited."""
+    private_channels: frozenset[str] = frozenset()
+    """Channels (beside ``G…`` ones) that are private: their methods need ``groups:*``."""
+    refusals: list[Refusal] = field(default_factory=list)
     _failures: dict[str, list[_Failure]] = field(default_factory=dict)
     _delays: dict[str, list[tuple[float, Match | None]]] = field(default_factory=dict)
+    _latency: dict[str, list[tuple[float, Match | None]]] = field(default_factory=dict)
+    _buckets: dict[tuple[str, str], _Bucket] = field(default_factory=dict)
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _ts: Iterable[int] = field(default_factory=lambda: itertools.count(1))
     _runner: web.AppRunner | None = None
@@ -86,10 +229,30 @@ class RecordingSlackApi(LoopbackServer):
         retry_after: int | None = None,
         times: int = 1,
         match: Match | None = None,
+        after_store: bool = False,
     ) -> None:
-        """Make the next ``times`` calls of ``method`` (those ``match`` accepts) fail."""
-        failure = _Failure(status, error, retry_after, times, match)
+        """Make the next ``times`` calls of ``method`` (those ``match`` accepts) fail; with
+        ``after_store`` the call takes effect first (a 503 for a message Slack stored)."""
+        failure = _Failure(status, error, retry_after, times, match, after_store)
         self._failures.setdefault(method, []).append(failure)
+
+    def drop(
+        self,
+        method: str,
+        *,
+        times: int = 1,
+        match: Match | None = None,
+        after_store: bool = True,
+    ) -> None:
+        """Close the connection instead of answering the next ``times`` calls of ``method``
+        (those ``match`` accepts); by default after the call took effect."""
+        failure = _Failure(0, "", None, times, match, after_store, _Kind.DROP)
+        self._failures.setdefault(method, []).append(failure)
+
+    def latency(self, method: str, seconds: float, *, match: Match | None = None) -> None:
+        """Hold every call of ``method`` (those ``match`` accepts) ``seconds`` BEFORE it takes
+        effect (a slow Slack: nothing is stored yet)."""
+        self._latency.setdefault(method, []).append((seconds, match))
 
     def delay(self, method: str, seconds: float, *, match: Match | None = None) -> None:
         """Answer every call of ``method`` (those ``match`` accepts) ``seconds`` late, AFTER
@@ -117,27 +280,85 @@ class RecordingSlackApi(LoopbackServer):
     def _next_ts(self) -> str:
         return f"1764400000.{next(iter(self._ts)):06d}"
 
-    async def _handle(self, request: web.Request) -> web.Response:
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         method = request.match_info["method"]
         params = await _params(request)
-        self.calls.append(RecordedCall(method, params, time.monotonic()))
+        call = RecordedCall(method, params, time.monotonic())
+        self.calls.append(call)
         async with self._changed:
             self._changed.notify_all()
+        refused = self._refusal(call)
+        if refused is not None:
+            return refused
+        await _wait(self._latency.get(method, ()), params)
         failure = self._take_failure(method, params)
+        if failure is not None and not failure.after_store:
+            return _failure_response(request, failure)
+        body = self._effect(method, params)
+        await _wait(self._delays.get(method, ()), params)
         if failure is not None:
-            return _failure_response(failure)
+            return _failure_response(request, failure)
+        return web.json_response(body)
+
+    def _effect(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         handler = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
             "chat.update": self._update,
+            "chat.getPermalink": self._permalink,
             "conversations.replies": self._replies,
+            "conversations.info": self._info,
             "apps.connections.open": self._connections_open,
         }.get(method)
-        body = handler(params) if handler else {"ok": True}
-        for seconds, match in self._delays.get(method, ()):
-            if match is None or match(params):
-                await asyncio.sleep(seconds)
-        return web.json_response(body)
+        return handler(params) if handler else {"ok": True}
+
+    def _refusal(self, call: RecordedCall) -> web.Response | None:
+        """Slack's answer to a call it refuses before acting: scope, then rate limit."""
+        channel = str(call.params.get("channel") or "")
+        if self.scopes is not None:
+            if call.method not in METHOD_SCOPES:
+                return self._refuse(call, 200, {"ok": False, "error": "unknown_method"})
+            needed = scope_needed(call.method, channel, self.private_channels)
+            if needed is not None and needed not in self.scopes:
+                body = {
+                    "ok": False,
+                    "error": "missing_scope",
+                    "needed": needed,
+                    "provided": ",".join(sorted(self.scopes)),
+                }
+                return self._refuse(call, 200, body)
+        wait = self._rate(call.method, channel, call.at)
+        if wait:
+            body = {"ok": False, "error": "ratelimited"}
+            return self._refuse(call, 429, body, {"Retry-After": str(wait)})
+        return None
+
+    def _refuse(
+        self,
+        call: RecordedCall,
+        status: int,
+        body: dict[str, Any],
+        headers: dict[str, str] | None = None,
+    ) -> web.Response:
+        self.refusals.append(Refusal(call, status, str(body["error"])))
+        return web.json_response(body, status=status, headers=headers)
+
+    def _rate(self, method: str, channel: str, now: float) -> int:
+        """0 when ``method`` may run now, else Slack's Retry-After in seconds."""
+        if self.limits is None:
+            return 0
+        if method == "chat.postMessage":
+            limit: Limit | None = self.limits.post_per_channel
+            key = (method, channel)
+        else:
+            limit, key = self.limits.tiers.get(method), (method, "")
+        if limit is None:
+            return 0
+        bucket = self._buckets.setdefault(key, _Bucket(limit, float(limit.burst), now))
+        return bucket.take(now)
+
+    def refused(self, method: str, error: str = "ratelimited") -> list[Refusal]:
+        return [r for r in self.refusals if r.call.method == method and r.error == error]
 
     def _take_failure(self, method: str, params: dict[str, Any]) -> _Failure | None:
         queue = self._failures.get(method) or []
@@ -186,6 +407,19 @@ class RecordingSlackApi(LoopbackServer):
                 return {"ok": True, "channel": message["channel"], "ts": message["ts"]}
         return {"ok": False, "error": "message_not_found"}
 
+    def _info(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = str(params.get("channel"))
+        private = scope_needed("conversations.info", channel, self.private_channels)
+        is_private = private == "groups:read"
+        return {"ok": True, "channel": {"id": channel, "is_member": True, "is_private": is_private}}
+
+    def _permalink(self, params: dict[str, Any]) -> dict[str, Any]:
+        # Events (a mention, an alert) reach the bot without passing through this double: any
+        # message is taken to exist.
+        channel, ts = str(params.get("channel")), str(params.get("message_ts"))
+        link = f"https://example.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+        return {"ok": True, "channel": channel, "permalink": link}
+
     def _replies(self, params: dict[str, Any]) -> dict[str, Any]:
         channel, ts = params.get("channel"), params.get("ts")
         with_metadata = str(params.get("include_all_metadata", "")).lower() in {"1", "true"}
@@ -217,7 +451,17 @@ def _json_field(value: Any) -> Any:
     return value
 
 
-def _failure_response(failure: _Failure) -> web.Response:
+async def _wait(delays: Iterable[tuple[float, Match | None]], params: dict[str, Any]) -> None:
+    for seconds, match in delays:
+        if match is None or match(params):
+            await asyncio.sleep(seconds)
+
+
+def _failure_response(request: web.Request, failure: _Failure) -> web.StreamResponse:
+    if failure.kind is _Kind.DROP:
+        if request.transport is not None:
+            request.transport.abort()  # no status line, no body: the caller's read fails
+        return web.Response()
     headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else {}
     return web.json_response(
         {"ok": False, "error": failure.error}, status=failure.status, headers=headers

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+import yaml
 from redis.asyncio import Redis
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
@@ -31,7 +32,7 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from sre_diag.audit import AuditTrail, JsonlAuditSink
-from sre_diag.doubles.recording_slack import RecordingSlackApi
+from sre_diag.doubles.recording_slack import RateLimits, RecordingSlackApi
 from sre_diag.doubles.scripted_model import ScriptedModelServer
 from sre_diag.harness.run import Harness
 from sre_diag.slack import PluginHandle, StatusBudget, register
@@ -47,6 +48,21 @@ FAST_STATUS = StatusBudget(rate=10_000, per_seconds=1.0, burst=1_000)
 BOT_TOKEN = "xoxb-test-CANARY-bot-token-77"
 ADMIN = "CADMIN0001"
 OTHER = "COTHER0002"
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def bot_scopes(manifest_text: str) -> frozenset[str]:
+    """The bot token scopes an app manifest (YAML) grants."""
+    manifest = yaml.safe_load(manifest_text)
+    scopes = manifest.get("oauth_config", {}).get("scopes", {}).get("bot", [])
+    return frozenset(str(s) for s in scopes)
+
+
+MANIFEST_SCOPES = bot_scopes((REPO / "manifest.yaml").read_text(encoding="utf-8"))
+"""The bot scopes the app manifest grants: the Slack double refuses every other one."""
+if MANIFEST_SCOPES != bot_scopes((REPO / "manifest.http.yaml").read_text(encoding="utf-8")):
+    raise AssertionError("the two app manifests grant different bot scopes")
 
 ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
 """An event field given as ``ABSENT`` is left out of the event altogether."""
@@ -197,6 +213,7 @@ def build_app(
     *,
     process_before_response: bool = True,
     authorize: Authorize | None = None,
+    client_timeout: int = 30,
 ) -> AsyncApp:
     """The host app. Tests run listeners before the response so a dispatch is deterministic;
     the listeners ack first either way (production keeps Bolt's default: ack, then run).
@@ -211,7 +228,7 @@ def build_app(
             authorize=authorize,
             process_before_response=process_before_response,
         )
-    client = AsyncWebClient(token=BOT_TOKEN, base_url=slack.base_url)
+    client = AsyncWebClient(token=BOT_TOKEN, base_url=slack.base_url, timeout=client_timeout)
     return AsyncApp(
         signing_secret=SIGNING_SECRET,
         client=client,
@@ -230,13 +247,17 @@ async def slack_rig(
     status_budget: StatusBudget = FAST_STATUS,
     admin: str = ADMIN,
     queue: JobQueue | None = None,
+    client_timeout: int = 30,
+    limits: RateLimits | None = None,
     **env: Any,
 ) -> AsyncIterator[SlackRig]:
-    async with RecordingSlackApi() as slack:
+    """``client_timeout``: the Slack client's timeout (Slack's SDK default: 30 s); ``limits``:
+    Slack's rate limits in the double (default: none)."""
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES, limits=limits) as slack:
         settings = settings_for(model, tmp_path, DIAG_ADMIN_CHANNELS=admin, **env)
         audit = AuditTrail.for_settings(JsonlAuditSink(tmp_path / "audit"), settings)
         harness = Harness(settings=settings, adapters=adapters(), audit=audit)
-        app = build_app(slack, authorize=authorize)
+        app = build_app(slack, authorize=authorize, client_timeout=client_timeout)
         handle = register(
             app,
             settings,

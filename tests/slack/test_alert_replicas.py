@@ -24,7 +24,7 @@ from tests.harness.support import draft_json, final_step
 from tests.slack.alert_support import ALERT_BOT, alert_event, new_ts
 from tests.slack.redis_server import OwnRedis, own_redis
 from tests.slack.serve_support import ServeProcess, free_port, post_signed, serve_env, wait_status
-from tests.slack.support import ADMIN, APP_ID, TEAM_ID, slack_rig
+from tests.slack.support import ADMIN, APP_ID, MANIFEST_SCOPES, TEAM_ID, slack_rig
 
 
 class _Clock:
@@ -187,7 +187,7 @@ async def test_alert_and_shortcut_runs_through_the_worker_queue(
         "message": {"type": "message", "user": "U0DEV", "text": "why is checkout slow?",
                     "ts": posted_ts},
     }  # fmt: skip
-    async with RecordingSlackApi() as slack, own_redis(tmp_path) as server:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack, own_redis(tmp_path) as server:
         front, port = await _serve(server, slack, model.base_url, tmp_path)
         try:
             assert await post_signed(port, _envelope(alert)) == 200

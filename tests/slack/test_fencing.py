@@ -34,7 +34,7 @@ from tests.slack.serve_support import (
     serve_env,
     wait_status,
 )
-from tests.slack.support import ADMIN
+from tests.slack.support import ADMIN, MANIFEST_SCOPES
 
 CLAIM = 3.0
 """DIAG_JOB_CLAIM_SECONDS here: a heartbeat every second."""
@@ -148,7 +148,7 @@ async def test_a_stalled_worker_never_posts_after_its_job_was_claimed(
     # model answer and a valid Draft — and posts nothing, writes no audit record.
     model = await model_server([ModelStep(content=draft_json(conclusion=False), delay_seconds=4)])
     thread = "1764300000.001001"
-    async with own_redis(tmp_path) as redis, RecordingSlackApi() as slack:
+    async with own_redis(tmp_path) as redis, RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = _env(tmp_path, slack, model.base_url, redis)
         front, port = await _front(env, tmp_path)
         first, second = await _worker(env, tmp_path), await _worker(env, tmp_path)
@@ -190,7 +190,7 @@ async def test_a_redis_pause_longer_than_the_claim_time_answers_each_thread_once
     threads = [f"1764300000.00110{i}" for i in range(4)]
     steps = [ModelStep(content=draft_json(conclusion=False), delay_seconds=1.0) for _ in threads]
     model = await model_server(steps)
-    async with own_redis(tmp_path) as redis, RecordingSlackApi() as slack:
+    async with own_redis(tmp_path) as redis, RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = _env(tmp_path, slack, model.base_url, redis, DIAG_MAX_CONCURRENT_RUNS="2")
         front, port = await _front(env, tmp_path)
         first, second = await _worker(env, tmp_path), await _worker(env, tmp_path)
@@ -239,7 +239,7 @@ async def test_a_queue_that_redis_lost_recovers_and_nothing_stays_queued(
         ["1764300000.001202", "1764300000.001203"],
         ("1764300000.001209"),
     )
-    async with own_redis(tmp_path) as redis, RecordingSlackApi() as slack:
+    async with own_redis(tmp_path) as redis, RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = _env(tmp_path, slack, model.base_url, redis, DIAG_MAX_CONCURRENT_RUNS="1")
         front, port = await _front(env, tmp_path)
         worker = await _worker(env, tmp_path)
@@ -302,7 +302,7 @@ async def test_poison_and_newer_entries_are_dead_lettered_and_answered_beside_go
     # whose thread it can identify.
     model = await model_server([ModelStep(content=draft_json(conclusion=False)) for _ in range(4)])
     good = ["1764300000.001301", "1764300000.001302"]
-    async with own_redis(tmp_path) as redis, RecordingSlackApi() as slack:
+    async with own_redis(tmp_path) as redis, RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = _env(tmp_path, slack, model.base_url, redis, DIAG_MAX_CONCURRENT_RUNS="8")
         front, port = await _front(env, tmp_path)
         admin = redis.client()
@@ -377,7 +377,7 @@ async def test_redis_flushed_right_after_an_answer_gives_no_second_answer(
     # and the answer in the thread: it says nothing more (no false QUEUE_LOST).
     model = await model_server([ModelStep(content=draft_json(conclusion=False))])
     thread = "1764300000.001601"
-    async with own_redis(tmp_path) as redis, RecordingSlackApi() as slack:
+    async with own_redis(tmp_path) as redis, RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = _env(tmp_path, slack, model.base_url, redis)
         front, port = await _front(env, tmp_path)
         worker = await _worker(env, tmp_path)
@@ -411,7 +411,7 @@ async def test_an_owner_killed_while_its_answer_is_on_its_way_is_not_answered_tw
     # short, the owner could mark its answer posted before the kill: nothing left to claim).
     model = await model_server([ModelStep(content=draft_json(conclusion=False), delay_seconds=8.0)])
     thread = "1764300000.001701"
-    async with own_redis(tmp_path) as redis, RecordingSlackApi() as slack:
+    async with own_redis(tmp_path) as redis, RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         slack.delay("chat.postMessage", 20.0, match=lambda p: bool(p.get("metadata")))
         env = _env(tmp_path, slack, model.base_url, redis)
         front, port = await _front(env, tmp_path)
@@ -446,7 +446,7 @@ async def test_a_slow_slack_while_answering_a_lost_job_never_costs_a_healthy_run
     model = await model_server(
         [ModelStep(content=draft_json(conclusion=False), delay_seconds=20.0) for _ in threads]
     )
-    async with own_redis(tmp_path) as redis, RecordingSlackApi() as slack:
+    async with own_redis(tmp_path) as redis, RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         slack.delay("chat.postMessage", 8.0, match=lambda p: "WORKER_LOST" in json.dumps(p))
         env = _env(tmp_path, slack, model.base_url, redis, DIAG_MAX_CONCURRENT_RUNS="1")
         front, port = await _front(env, tmp_path)

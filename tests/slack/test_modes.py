@@ -21,7 +21,7 @@ from sre_diag.harness.run import Harness
 from sre_diag.slack import register
 from tests.conftest import StartServer
 from tests.harness.support import adapters, draft_json, final_step, settings_for
-from tests.slack.support import ADMIN, BOT_TOKEN
+from tests.slack.support import ADMIN, BOT_TOKEN, MANIFEST_SCOPES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,7 +97,7 @@ async def test_socket_mode_round_trip(model_server: StartServer, tmp_path: Path)
     }
     ws_server = SocketModeServer(envelope)
     await ws_server.start()
-    async with RecordingSlackApi(socket_mode_url=ws_server.url) as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES, socket_mode_url=ws_server.url) as slack:
         settings = settings_for(model, tmp_path, DIAG_ADMIN_CHANNELS=ADMIN)
         audit = AuditTrail.for_settings(JsonlAuditSink(tmp_path / "audit"), settings)
         harness = Harness(settings=settings, adapters=adapters(), audit=audit)

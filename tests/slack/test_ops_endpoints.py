@@ -36,7 +36,7 @@ from tests.slack.serve_support import (
     serve_env,
     wait_status,
 )
-from tests.slack.support import OTHER, slack_rig
+from tests.slack.support import MANIFEST_SCOPES, OTHER, slack_rig
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 MENTION = {"trigger": "mention"}
@@ -106,7 +106,7 @@ async def test_metrics_after_runs_of_each_outcome_and_readyz_while_draining(
         ]
     )
     port = free_port()
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = serve_env(
             tmp_path,
             DIAG_SLACK_API_URL=slack.base_url,

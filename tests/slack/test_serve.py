@@ -20,7 +20,7 @@ from sre_diag.doubles.recording_slack import RecordingSlackApi
 from sre_diag.doubles.scripted_model import ModelStep
 from tests.conftest import StartServer
 from tests.harness.support import draft_json
-from tests.slack.support import ADMIN, BOT_TOKEN, SIGNING_SECRET
+from tests.slack.support import ADMIN, BOT_TOKEN, MANIFEST_SCOPES, SIGNING_SECRET
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,7 +50,7 @@ async def test_serve_http_answers_and_drains_on_sigterm(
     # The answer arrives slowly, so SIGTERM lands while the run is in flight.
     model = await model_server([ModelStep(content=draft_json(conclusion=False), delay_seconds=1.0)])
     port = _free_port()
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = {
             **os.environ,
             "PYTHONPATH": str(REPO),

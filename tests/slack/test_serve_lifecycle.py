@@ -30,7 +30,7 @@ from tests.slack.serve_support import (
     socket_envelope,
     wait_status,
 )
-from tests.slack.support import BOT_TOKEN, closed_port
+from tests.slack.support import BOT_TOKEN, MANIFEST_SCOPES, closed_port
 
 
 def _one_error_line(process: ServeProcess) -> dict[str, str]:
@@ -76,7 +76,7 @@ async def test_invalid_setting_exit_2(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("http", [True, False], ids=["http", "socket-mode"])
 async def test_bot_token_refused_by_auth_test_exit_2(tmp_path: Path, http: bool) -> None:
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         slack.fail("auth.test", error="invalid_auth", times=100)
         env = serve_env(tmp_path, DIAG_SLACK_API_URL=slack.base_url, SLACK_APP_TOKEN=APP_TOKEN)
         process = await ServeProcess.start(env, tmp_path, http=http)
@@ -91,7 +91,7 @@ async def test_bot_token_refused_by_auth_test_exit_2(tmp_path: Path, http: bool)
 
 
 async def test_app_token_refused_one_line_per_attempt_then_exit_1(tmp_path: Path) -> None:
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         slack.fail("apps.connections.open", error="invalid_auth", times=1000)
         env = serve_env(tmp_path, DIAG_SLACK_API_URL=slack.base_url, SLACK_APP_TOKEN=APP_TOKEN)
         process = await ServeProcess.start(env, tmp_path, connect_timeout=3)
@@ -142,7 +142,7 @@ async def test_sigterm_while_connecting_exits_0(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 async def test_signal_while_starting_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
     """The handler is installed before the Slack app is even imported."""
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = serve_env(tmp_path, DIAG_SLACK_API_URL=slack.base_url)
         process = await ServeProcess.start(env, tmp_path, http=True)
         try:
@@ -160,7 +160,10 @@ async def test_socket_mode_signal_drains_run_in_flight_and_exits_0(
     model = await model_server([ModelStep(content=draft_json(conclusion=False), delay_seconds=1.5)])
     mention = socket_envelope("env-1", mention_body("EvLIFE0001", "1764300000.000300"))
     ops_port = free_port()
-    async with SocketModeServer(mention) as ws, RecordingSlackApi(socket_mode_url=ws.url) as slack:
+    async with (
+        SocketModeServer(mention) as ws,
+        RecordingSlackApi(scopes=MANIFEST_SCOPES, socket_mode_url=ws.url) as slack,
+    ):
         env = serve_env(
             tmp_path,
             DIAG_SLACK_API_URL=slack.base_url,

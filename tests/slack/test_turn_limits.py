@@ -32,7 +32,7 @@ from sre_diag.slack.turns import (
 )
 from tests.conftest import StartServer
 from tests.harness.support import LOGS_INPUT, call, draft_json, final_step, tool_step
-from tests.slack.support import ADMIN, slack_rig
+from tests.slack.support import ADMIN, MANIFEST_SCOPES, slack_rig
 
 CUT_REASON = "the previous turn is size-limited"
 CJK, EMOJI, MIXED = "诊", "😀", '中😀"\\\x01'
@@ -241,7 +241,7 @@ async def test_recorded_input_reads_the_turns_query_when_left_out() -> None:
     previous = freeze_turn("first question", _parsed(_max_draft(CJK)))
     metadata = turn_metadata("second question", previous, _result(_max_draft(EMOJI)))
     assert "query" not in metadata["event_payload"]["input"]  # the turn's own
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         slack.seed_message(ADMIN, ts="1764300000.000001", text="q", user="U1")
         answer = slack.seed_message(
             ADMIN, thread_ts="1764300000.000001", text="a", bot_id=BOT_ID, metadata=metadata

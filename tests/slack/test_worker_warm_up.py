@@ -15,6 +15,7 @@ from sre_diag.doubles.recording_slack import RecordingSlackApi
 from sre_diag.resources import BUNDLED_KNOWLEDGE
 from tests.slack.redis_server import own_redis
 from tests.slack.serve_support import ServeProcess, free_port, serve_env, wait_status
+from tests.slack.support import MANIFEST_SCOPES
 
 
 def _index_files(cache: Path) -> list[Path]:
@@ -25,7 +26,7 @@ def _index_files(cache: Path) -> list[Path]:
 async def test_a_worker_builds_its_runbook_index_before_it_is_ready(tmp_path: Path) -> None:
     runbooks = tmp_path / "runbooks"
     shutil.copytree(BUNDLED_KNOWLEDGE, runbooks)
-    async with own_redis(tmp_path) as redis, RecordingSlackApi() as slack:
+    async with own_redis(tmp_path) as redis, RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = serve_env(
             tmp_path,
             DIAG_SLACK_API_URL=slack.base_url,

@@ -35,7 +35,14 @@ from tests.slack.serve_support import (
     serve_env,
     wait_status,
 )
-from tests.slack.support import ADMIN, button_payload, cancel_payload, redis_url, require_redis
+from tests.slack.support import (
+    ADMIN,
+    MANIFEST_SCOPES,
+    button_payload,
+    cancel_payload,
+    redis_url,
+    require_redis,
+)
 
 _DB = 13
 
@@ -124,7 +131,7 @@ async def test_front_and_two_workers_answer_concurrent_mentions(
     steps = [ModelStep(content=draft_json(conclusion=False), delay_seconds=1.5) for _ in range(2)]
     model = await model_server(steps)
     threads = ["1764300000.000501", "1764300000.000502"]
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = _env(tmp_path, slack, model.base_url, DIAG_MAX_CONCURRENT_RUNS="1")
         front, port = await _front(env, tmp_path, workers=2)
         try:
@@ -167,7 +174,7 @@ async def test_a_one_slot_worker_takes_each_next_job_and_the_stream_is_trimmed(
     steps = [ModelStep(content=draft_json(conclusion=False), delay_seconds=0.3) for _ in range(4)]
     model = await model_server(steps)
     threads = [f"1764300000.00070{i}" for i in range(4)]
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = _env(
             tmp_path, slack, model.base_url,
             DIAG_MAX_CONCURRENT_RUNS="1", DIAG_JOB_CLAIM_SECONDS="3",
@@ -200,7 +207,7 @@ async def test_cancel_reaches_a_run_in_a_worker(
         [ModelStep(content=draft_json(conclusion=False), delay_seconds=20.0)]
     )
     thread = "1764300000.000601"
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = _env(tmp_path, slack, model.base_url)
         front, port = await _front(env, tmp_path, workers=1)
         try:
@@ -230,7 +237,7 @@ async def test_a_killed_worker_s_job_is_answered_worker_lost(
     )
     thread = "1764300000.000701"
     claim = 3.0
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = _env(tmp_path, slack, model.base_url, DIAG_JOB_CLAIM_SECONDS=str(claim))
         front, port = await _front(env, tmp_path, workers=0)
         first = await ServeProcess.start(env, tmp_path, command=["worker"])
@@ -289,7 +296,7 @@ async def test_a_local_worker_that_dies_is_started_again_and_answers_its_lost_jo
     )
     lost, later = "1764300000.000801", "1764300000.000802"
     claim = 3.0
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = _env(tmp_path, slack, model.base_url, DIAG_JOB_CLAIM_SECONDS=str(claim))
         front, port = await _front(env, tmp_path, workers=1)
         try:
@@ -336,7 +343,7 @@ async def test_local_workers_drain_and_exit_when_their_front_is_killed(
     # flight is still answered, once, before they exit.
     model = await model_server([ModelStep(content=draft_json(conclusion=False), delay_seconds=3.0)])
     thread = "1764300000.000851"
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = _env(tmp_path, slack, model.base_url)
         front, port = await _front(env, tmp_path, workers=2)
         started = await front.wait_for_log("started 2 local worker(s): pid")
@@ -364,7 +371,7 @@ async def test_sigterm_drains_the_worker(
 ) -> None:
     model = await model_server([ModelStep(content=draft_json(conclusion=False), delay_seconds=2.0)])
     thread = "1764300000.000801"
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = _env(tmp_path, slack, model.base_url)
         front, port = await _front(env, tmp_path, workers=0)
         worker = await ServeProcess.start(env, tmp_path, command=["worker"])
@@ -391,7 +398,7 @@ async def test_duplicate_deliveries_start_one_run(
 ) -> None:
     model = await model_server([ModelStep(content=draft_json(conclusion=False), delay_seconds=0.5)])
     thread = "1764300000.000901"
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = _env(tmp_path, slack, model.base_url)
         front, port = await _front(env, tmp_path, workers=1)
         try:
@@ -441,7 +448,7 @@ async def test_evidence_and_feedback_of_a_run_in_a_worker(
         [tool_step(call("call-1", "query_logs", LOGS_INPUT)), final_step(draft_json(["call-1"]))]
     )
     thread = "1764300000.001001"
-    async with RecordingSlackApi() as slack:
+    async with RecordingSlackApi(scopes=MANIFEST_SCOPES) as slack:
         env = _env(tmp_path, slack, model.base_url, DIAG_LOGS_SOURCE=str(tmp_path / "logs"))
         front, port = await _front(env, tmp_path, workers=1)
         try:
