@@ -14,6 +14,11 @@ answering a job the queue lost, takes the token over (:func:`takeover`) BEFORE i
 side effect of a run is conditional on the token, checked in Redis in one round trip at the
 moment it is made: progress updates (:meth:`RunFence.holds`), and the final answer, its plain
 fallback and its audit record (:meth:`RunFence.take_answer`, a compare-and-set on ``answer``).
+Between taking the answer and posting it a run renders, keeps its evidence, may wait for
+Slack's rate limit: right before each post attempt :meth:`RunFence.confirm` checks again, in
+one step, that the answer is still this holder's and restarts its ``posting`` moment, so the
+window in which a stalled owner and a claimer can both post is the HTTP call itself (a
+claimer waits out the grace period from that moment).
 An owner that lost the token posts nothing more; a claimer that finds the answer taken by an
 owner still posting waits for it (:data:`TakeoverVerdict.WAIT`) and takes over only when that
 owner stayed silent longer than the grace period (it died mid-post).
@@ -79,6 +84,24 @@ local ms = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('hset', KEYS[1], 'holder', ARGV[1], 'answer', ARGV[1] .. '|posting|' .. ms)
 redis.call('pexpire', KEYS[1], ARGV[2])
 return 1
+"""
+
+# KEYS: fence. ARGV: holder, ttl ms. 1: the answer is still this holder's (its posting moment
+# restarted now); 2: Redis lost the hash (nobody took over); 0: taken over.
+_CONFIRM = """
+local h = redis.call('hget', KEYS[1], 'holder')
+local a = redis.call('hget', KEYS[1], 'answer')
+if not h and not a then return 2 end
+if h ~= ARGV[1] then return 0 end
+if a == ARGV[1] .. '|posted' then return 1 end
+local mine = ARGV[1] .. '|posting|'
+if a and string.sub(a, 1, #mine) == mine then
+  local t = redis.call('time')
+  redis.call('hset', KEYS[1], 'answer', mine .. (t[1] * 1000 + math.floor(t[2] / 1000)))
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
 """
 
 # KEYS: fence. ARGV: holder, ttl ms. The answer this holder took is now in the thread.
@@ -147,6 +170,10 @@ class Fence(Protocol):
         its audit record, False when another owner has it (the run then posts nothing)."""
         ...
 
+    async def confirm(self) -> bool:
+        """Right before a post of the answer taken: still ours? (False: post nothing.)"""
+        ...
+
     async def answered(self) -> None:
         """The answer taken is in the thread (or every way of posting it failed)."""
         ...
@@ -167,6 +194,9 @@ class _NoFence:
         return True
 
     async def take_answer(self) -> bool:
+        return True
+
+    async def confirm(self) -> bool:
         return True
 
     async def answered(self) -> None:
@@ -281,6 +311,25 @@ class RunFence:
             self.lose()
             return False
         self._taken = True
+        return True
+
+    async def confirm(self) -> bool:
+        if self._lost or not self._taken:
+            return False
+
+        async def check() -> Any:
+            return await self.redis.eval(_CONFIRM, 1, self.key, self.holder, ms(FENCE_TTL_SECONDS))
+
+        verdict = await retried(
+            check, patience_seconds=self.give_up_seconds, abandon=self.abandon,
+            what=f"run answer not confirmed ({self.key}); left to whoever claims its job",
+        )  # fmt: skip
+        if verdict is None:
+            self._lost = self._gave_up = True
+            return False
+        if int(verdict) == 0:
+            self.lose()
+            return False
         return True
 
     async def answered(self) -> None:

@@ -9,10 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from slack_bolt.async_app import AsyncApp
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncRateLimitErrorRetryHandler,
-    AsyncServerErrorRetryHandler,
-)
 from slack_sdk.web.async_client import AsyncWebClient
 
 from sre_diag.errors import ConfigError
@@ -23,6 +19,7 @@ from sre_diag.slack.listeners import Listeners, request_scope
 from sre_diag.slack.messages import MessageDiagnosis
 from sre_diag.slack.metrics import Metrics
 from sre_diag.slack.progress import StatusBudget
+from sre_diag.slack.retries import guard_retry_handlers
 from sre_diag.slack.runs import DEFAULT_LOCK_TTL_SECONDS, RunManager
 from sre_diag.slack.state import build_state
 
@@ -48,12 +45,10 @@ class PluginHandle:
 
 
 def add_retry_handlers(client: AsyncWebClient) -> None:
-    """429 (honouring Retry-After) and 5xx retries, added to the client's default handlers."""
-    kinds = {type(h) for h in client.retry_handlers}
-    if AsyncRateLimitErrorRetryHandler not in kinds:
-        client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=2))
-    if AsyncServerErrorRetryHandler not in kinds:
-        client.retry_handlers.append(AsyncServerErrorRetryHandler(max_retry_count=2))
+    """429 retries (honouring Retry-After) for every call; 5xx and connection retries only
+    for calls that are safe to repeat (never ``chat.postMessage``: see
+    :mod:`sre_diag.slack.retries`). Replaces the client's handlers in place."""
+    guard_retry_handlers(client)
 
 
 def require_admin_channels(settings: Settings) -> None:
