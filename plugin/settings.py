@@ -135,6 +135,13 @@ class Settings(BaseSettings):
     )
     """An alert whose pattern started an automatic run in its channel within this time gets a
     pointer to that run's thread instead of a new run."""
+    alert_max_runs_per_hour: int = Field(
+        default=20, ge=1, le=10_000, validation_alias="DIAG_ALERT_MAX_RUNS_PER_HOUR"
+    )
+    """Automatic runs started per channel in any hour; beyond it, alerts get their pattern's
+    one pointer message instead of a run."""
+    grafana_org_id: int = Field(default=1, ge=1, validation_alias="DIAG_GRAFANA_ORG_ID")
+    """The Grafana organisation the Explore links open in."""
     grafana_url: str | None = Field(default=None, validation_alias="DIAG_GRAFANA_URL")
     grafana_loki_uid: str | None = Field(
         default=None,

@@ -22,12 +22,24 @@ is an alert, whatever its ``username``, ``bot_profile`` or text say.
 
 **The cooldown key** of an alert is its Query with every line masked as ``patterns`` masks a
 log message (``sre_diag.tools.logs.summary.message_pattern``): numbers, durations, hosts, ids and
-quoted values become ``<*>``, so alerts that differ only in those match.
+quoted values become ``<*>``, so alerts that differ only in those match. Kubernetes object
+names lose their generated suffixes first (:func:`mask_kubernetes_names`: a Deployment's pod
+``api-7d9f8b6c5d-xk2lp``, its ReplicaSet ``api-7d9f8b6c5d``, a DaemonSet's or Job's pod
+``agent-q8wzr``, a CronJob's Job ``backup-28930412``, a StatefulSet's ``web-3`` all become
+``<name>-<*>``), so the alerts of one workload's pods share a key.
+
+When the first line is an Alertmanager or Grafana notification title (``[FIRING:3] name
+group labels (common labels)``, ``[RESOLVED] …``, ``[ALERTING]``, ``[OK]``), the key is the
+alert name and grouping labels of that title alone — the status and counts, the common labels
+in parentheses and the body (which lists every alert of the group) are left out — so a firing
+group, its re-notifications and its resolution share one key. :func:`is_resolved` tells a
+resolved / OK notification (it never starts a run).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Collection, Iterator, Mapping
 from enum import StrEnum
 from typing import Any
@@ -40,6 +52,8 @@ __all__ = [
     "alert_pattern",
     "cooldown_key",
     "gate_alert",
+    "is_resolved",
+    "mask_kubernetes_names",
     "message_query",
     "source_of",
 ]
@@ -212,9 +226,48 @@ def gate_alert(
     return None
 
 
+# Kubernetes' generated name suffixes use its "safe" alphabet (no vowels, no 0, 1, 3):
+# a ReplicaSet's pod-template hash (6-10 characters) and a pod's random 5; a CronJob's Job
+# takes its scheduled minute (8+ digits); a StatefulSet's pod its ordinal.
+_SAFE = "[bcdfghjklmnpqrstvwxz2456789]"
+_K8S_SUFFIX = re.compile(
+    rf"(?<=[a-z0-9])-(?:(?:{_SAFE}{{6,10}}|[0-9]{{8,12}})-)?{_SAFE}{{5}}(?![A-Za-z0-9_-])"
+    rf"|(?<=[a-z0-9])-(?:{_SAFE}{{6,10}}|[0-9]{{1,12}})(?![A-Za-z0-9_-])"
+)
+_TITLE = re.compile(
+    r"\A\s*\[(?P<status>FIRING|RESOLVED|ALERTING|OK|PENDING|NO ?DATA)(?::\s*\d+)?\]\s*"
+    r"(?P<group>[^\n(]*)",
+    re.IGNORECASE,
+)
+_RESOLVED = frozenset({"RESOLVED", "OK"})
+
+
+def mask_kubernetes_names(text: str) -> str:
+    """``text`` with the generated suffixes of Kubernetes object names masked as ``-<*>``."""
+    return _K8S_SUFFIX.sub("-<*>", text)
+
+
+def _title(query: str) -> re.Match[str] | None:
+    return _TITLE.match(query)
+
+
+def is_resolved(query: str) -> bool:
+    """Whether the Query is a resolved / OK notification (Alertmanager, Grafana)."""
+    title = _title(query)
+    return title is not None and title["status"].upper().replace(" ", "") in _RESOLVED
+
+
+def _masked(line: str) -> str:
+    return message_pattern(mask_kubernetes_names(line))
+
+
 def alert_pattern(query: str) -> str:
-    """The alert's pattern: each line masked as ``patterns`` masks a log message."""
-    return "\n".join(message_pattern(line) for line in query.splitlines() if line.strip())
+    """The alert's pattern: the alert name and grouping labels of a notification title, else
+    each line masked as ``patterns`` masks a log message, Kubernetes suffixes first."""
+    title = _title(query)
+    if title is not None and title["group"].strip():
+        return "alert: " + _masked(title["group"].strip())
+    return "\n".join(_masked(line) for line in query.splitlines() if line.strip())
 
 
 def cooldown_key(scope: str, channel: str, query: str) -> str:

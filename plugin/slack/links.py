@@ -68,8 +68,11 @@ def safe_url(url: str) -> bool:
     return _SAFE_URL.fullmatch(url) is not None
 
 
-def explore_url(base: str, datasource_uid: str, logql: str, start: datetime, end: datetime) -> str:
-    """Grafana Explore at ``base`` showing ``logql`` on the Loki datasource over the window."""
+def explore_url(
+    base: str, datasource_uid: str, logql: str, start: datetime, end: datetime, org_id: int = 1
+) -> str:
+    """Grafana Explore at ``base`` (organisation ``org_id``) showing ``logql`` on the Loki
+    datasource over the window."""
     pane = {
         _PANE: {
             "datasource": datasource_uid,
@@ -85,7 +88,7 @@ def explore_url(base: str, datasource_uid: str, logql: str, start: datetime, end
         }
     }
     panes = quote(json.dumps(pane, separators=(",", ":"), ensure_ascii=False), safe="")
-    return f"{base.rstrip('/')}/explore?schemaVersion=1&orgId=1&panes={panes}"
+    return f"{base.rstrip('/')}/explore?schemaVersion=1&orgId={int(org_id)}&panes={panes}"
 
 
 def _epoch_ms(moment: datetime) -> int:
@@ -151,6 +154,7 @@ class LinkMaker:
             if loki and settings.grafana_url and settings.grafana_loki_uid
             else None
         )
+        self.org_id = settings.grafana_org_id
         self.label = settings.loki_service_label
         self.line_format = settings.loki_line_format
         self.runbook = settings.runbook_url
@@ -182,7 +186,7 @@ class LinkMaker:
             return []
         base, uid = self.grafana
         logql = build_logql(typed, self.label, self.line_format)
-        url = explore_url(base, uid, logql, typed.start, typed.end)
+        url = explore_url(base, uid, logql, typed.start, typed.end, self.org_id)
         return [Link("Open in Grafana Explore", url)] if safe_url(url) else []
 
     def _sections(self, items: object) -> list[Link]:

@@ -41,6 +41,7 @@ class PluginHandle:
         await self.manager.drain(timeout_seconds)
 
     async def close(self) -> None:
+        await self.messages.aclose()
         await self.manager.close()
 
 

@@ -9,8 +9,9 @@ so two apps (or two workspaces of one app) sharing a Redis never see each other'
 
 The Slack edge also keeps, per answer, the evidence its Evidence button shows (for
 ``DIAG_EVIDENCE_TTL_SECONDS``) and each user's feedback vote, and per alert pattern and channel
-the thread of the run it started (for ``DIAG_ALERT_COOLDOWN_SECONDS``, ``claim_alert``), under
-the same scoped keys.
+the thread of the run it started (for ``DIAG_ALERT_COOLDOWN_SECONDS``, ``claim_alert``), the
+pattern's one pointer message and how many alerts it stands for (``note_pointer``), and per
+channel the automatic runs of the last hour (``admit_alert_run``), under the same scoped keys.
 
 A thread lock is a :class:`Lease`: its value is the run's key, it carries the run's channel (for
 Cancel, checked on every replica) and it lives as long as its run, not for a fixed time:
@@ -23,6 +24,7 @@ what is left if every retry fails.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -38,6 +40,7 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "Lease",
     "MemoryState",
+    "PointerNote",
     "RedisState",
     "SharedState",
     "ThreadLeases",
@@ -57,6 +60,16 @@ class Lease:
     thread_key: str
     run_key: str
     channel: str
+
+
+@dataclass(frozen=True, slots=True)
+class PointerNote:
+    """An alert pattern's pointer: how many alerts it stands for, since which alert's ``ts``,
+    and its own message ``ts`` once posted ("" before)."""
+
+    count: int
+    since_ts: str
+    pointer_ts: str
 
 
 class SharedState(Protocol):
@@ -114,6 +127,27 @@ class SharedState(Protocol):
 
     async def forget_alert(self, key: str, thread_ts: str) -> None:
         """End a cooldown this thread holds (its run did not start after all)."""
+        ...
+
+    async def alert_holder(self, key: str) -> str | None:
+        """The thread holding the cooldown ``key`` now, if any (nothing is claimed)."""
+        ...
+
+    async def note_pointer(
+        self, key: str, alert_ts: str, ttl_seconds: float, *, add: int = 1, create: bool = True
+    ) -> PointerNote | None:
+        """Count ``add`` more alerts on the pointer ``key`` (created with ``create``, for
+        ``ttl_seconds``, the first alert's ts its ``since``); None when it does not exist and
+        is not created."""
+        ...
+
+    async def set_pointer(self, key: str, pointer_ts: str, ttl_seconds: float) -> None:
+        """The pointer ``key``'s message is ``pointer_ts``."""
+        ...
+
+    async def admit_alert_run(self, key: str, run: str, limit: int, window_seconds: float) -> bool:
+        """Count an automatic run ``run`` for ``key`` (a channel) unless ``limit`` runs were
+        counted within the last ``window_seconds``: True when it may start."""
         ...
 
     async def aclose(self) -> None: ...
@@ -227,6 +261,34 @@ class MemoryState:
         if self._get(f"alert:{key}") == thread_ts:
             self._drop(f"alert:{key}")
 
+    async def alert_holder(self, key: str) -> str | None:
+        return self._get(f"alert:{key}")
+
+    async def note_pointer(
+        self, key: str, alert_ts: str, ttl_seconds: float, *, add: int = 1, create: bool = True
+    ) -> PointerNote | None:
+        stored = self._get(f"pointer:{key}")
+        if stored is None and not create:
+            return None
+        count, since, ts = json.loads(stored) if stored is not None else (0, alert_ts, "")
+        count += add
+        self._set(f"pointer:{key}", json.dumps([count, since, ts]), ttl_seconds)
+        return PointerNote(count, since, ts)
+
+    async def set_pointer(self, key: str, pointer_ts: str, ttl_seconds: float) -> None:
+        stored = self._get(f"pointer:{key}")
+        count, since, _ = json.loads(stored) if stored is not None else (1, pointer_ts, "")
+        self._set(f"pointer:{key}", json.dumps([count, since, pointer_ts]), ttl_seconds)
+
+    async def admit_alert_run(self, key: str, run: str, limit: int, window_seconds: float) -> bool:
+        now = self._clock()
+        stored = self._get(f"alertruns:{key}")
+        recent = [t for t in json.loads(stored) if t > now - window_seconds] if stored else []
+        if len(recent) >= limit:
+            return False
+        self._set(f"alertruns:{key}", json.dumps([*recent, now]), window_seconds)
+        return True
+
     async def aclose(self) -> None:
         return None
 
@@ -302,6 +364,29 @@ return {0, redis.call('get', KEYS[1]) or ''}
 _FORGET_ALERT = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
+"""
+
+
+# KEYS: pointer hash. ARGV: alert ts, ttl ms, add, create (1/0). {count, since, ts} or {}.
+_NOTE_POINTER = """
+if redis.call('exists', KEYS[1]) == 0 then
+  if ARGV[4] ~= '1' then return {} end
+  redis.call('hset', KEYS[1], 'since', ARGV[1], 'ts', '')
+end
+local n = redis.call('hincrby', KEYS[1], 'n', tonumber(ARGV[3]))
+redis.call('pexpire', KEYS[1], ARGV[2])
+return {n, redis.call('hget', KEYS[1], 'since'), redis.call('hget', KEYS[1], 'ts')}
+"""
+
+# KEYS: runs of the window (sorted set). ARGV: run, limit, window ms. 1 admitted, 0 not.
+_ADMIT_RUN = """
+local t = redis.call('time')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('zremrangebyscore', KEYS[1], '-inf', now - tonumber(ARGV[3]))
+if redis.call('zcard', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('zadd', KEYS[1], now, ARGV[1])
+redis.call('pexpire', KEYS[1], ARGV[3])
+return 1
 """
 
 
@@ -417,6 +502,31 @@ class RedisState:
 
     async def forget_alert(self, key: str, thread_ts: str) -> None:
         await self._eval(_FORGET_ALERT, [self._key("alert", key)], thread_ts)
+
+    async def alert_holder(self, key: str) -> str | None:
+        return _text(await self._redis.get(self._key("alert", key)))
+
+    async def note_pointer(
+        self, key: str, alert_ts: str, ttl_seconds: float, *, add: int = 1, create: bool = True
+    ) -> PointerNote | None:
+        keys = [self._key("pointer", key)]
+        answer: Any = await self._eval(
+            _NOTE_POINTER, keys, alert_ts, _ms(ttl_seconds), add, "1" if create else "0"
+        )
+        if not answer:
+            return None
+        return PointerNote(int(answer[0]), _text(answer[1]) or "", _text(answer[2]) or "")
+
+    async def set_pointer(self, key: str, pointer_ts: str, ttl_seconds: float) -> None:
+        pointer = self._key("pointer", key)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hset(pointer, "ts", pointer_ts)
+            pipe.pexpire(pointer, _ms(ttl_seconds))
+            await pipe.execute()
+
+    async def admit_alert_run(self, key: str, run: str, limit: int, window_seconds: float) -> bool:
+        keys = [self._key("alertruns", key)]
+        return bool(await self._eval(_ADMIT_RUN, keys, run, limit, _ms(window_seconds)))
 
     async def aclose(self) -> None:
         await self._redis.aclose()

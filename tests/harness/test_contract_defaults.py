@@ -72,6 +72,8 @@ CONTRACT_DEFAULTS: dict[str, Expectation] = {
     "DIAG_OPS_PORT": None,
     "DIAG_ALERT_SOURCES": (),  # unset: no automatic runs
     "DIAG_ALERT_COOLDOWN_SECONDS": 900,
+    "DIAG_ALERT_MAX_RUNS_PER_HOUR": 20,
+    "DIAG_GRAFANA_ORG_ID": 1,
     "DIAG_GRAFANA_URL": None,  # unset: no links
     "DIAG_GRAFANA_LOKI_UID": None,
     "DIAG_RUNBOOK_URL": None,  # unset: no links

@@ -24,14 +24,20 @@ def new_ts() -> str:
 
 
 async def diagnose(
-    rig: SlackRig, message: dict[str, Any], *, channel: str = ADMIN, user: str = "UHUMAN01"
+    rig: SlackRig,
+    message: dict[str, Any],
+    *,
+    channel: str = ADMIN,
+    user: str = "UHUMAN01",
+    trigger_id: str | None = None,
 ) -> BoltResponse:
-    """The ``diagnose_message`` shortcut clicked on ``message`` (as Slack sends it)."""
+    """The ``diagnose_message`` shortcut clicked on ``message`` (as Slack sends it: each click
+    has a trigger id of its own)."""
     return await rig.interact(
         {
             "type": "message_action",
             "callback_id": "diagnose_message",
-            "trigger_id": "1.2.3",
+            "trigger_id": trigger_id or f"{uuid.uuid4().int % 10**12}.1.{uuid.uuid4().hex[:8]}",
             "action_ts": "1764300001.000001",
             "user": {"id": user},
             "team": {"id": TEAM_ID},

@@ -7,6 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from sre_diag.settings import Settings, describe_invalid_settings
+from sre_diag.slack.links import LinkMaker
 
 
 def _settings(**env: str) -> Settings:
@@ -54,3 +55,37 @@ def test_a_runbook_url_with_a_credential_is_never_echoed() -> None:
     with pytest.raises(ValidationError) as invalid:
         _settings(DIAG_RUNBOOK_URL="ftp://user:s3cret-CANARY@wiki/{path}")
     assert "s3cret-CANARY" not in describe_invalid_settings(invalid.value)
+
+
+def test_alert_run_cap_and_grafana_org_defaults_and_forms() -> None:
+    defaults = _settings()
+    assert defaults.alert_max_runs_per_hour == 20
+    assert defaults.grafana_org_id == 1
+    set_ = _settings(DIAG_ALERT_MAX_RUNS_PER_HOUR="5", DIAG_GRAFANA_ORG_ID="7")
+    assert (set_.alert_max_runs_per_hour, set_.grafana_org_id) == (5, 7)
+    for env, name in (
+        ({"DIAG_ALERT_MAX_RUNS_PER_HOUR": "0"}, "DIAG_ALERT_MAX_RUNS_PER_HOUR"),
+        ({"DIAG_GRAFANA_ORG_ID": "0"}, "DIAG_GRAFANA_ORG_ID"),
+        ({"DIAG_GRAFANA_ORG_ID": "1&orgId=2"}, "DIAG_GRAFANA_ORG_ID"),
+    ):
+        with pytest.raises(ValidationError) as invalid:
+            _settings(**env)
+        assert f"{name} must be" in describe_invalid_settings(invalid.value)
+
+
+def test_the_grafana_link_opens_the_configured_organisation() -> None:
+    env = {
+        "DIAG_LOGS_SOURCE": "http://loki.internal:3100",
+        "DIAG_GRAFANA_URL": "https://grafana.example.com/",
+        "DIAG_GRAFANA_LOKI_UID": "loki-prod",
+    }
+    logs_input = {
+        "service": "payment-api",
+        "start": "2026-11-28T10:00:00Z",
+        "end": "2026-11-28T10:30:00Z",
+    }
+    for org, expected in ((None, "orgId=1&"), ("42", "orgId=42&")):
+        extra = {"DIAG_GRAFANA_ORG_ID": org} if org else {}
+        [link] = LinkMaker(_settings(**env, **extra)).of("query_logs", logs_input, {"items": []})
+        assert expected in link.url
+        assert link.url.count("orgId=") == 1
