@@ -199,6 +199,10 @@ class _Connector:
         self._handler = handler
         self.step = "auth.test"
 
+    @property
+    def client(self) -> AsyncWebClient:
+        return self._app.client
+
     async def attempt(self) -> None:
         self.step = "auth.test"
         try:
@@ -340,6 +344,7 @@ async def _run(
     if connected is _Connected.STOPPED:
         _log.info("stopped before Slack was connected")
         return EXIT_OK
+    await handle.manager.adopt_backlog(connector.client)
     ops.readiness = Readiness.READY
     _log.info("connected to Slack: ready")
     await stop.wait()

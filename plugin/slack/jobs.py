@@ -216,6 +216,10 @@ def _is_nogroup(exc: BaseException) -> bool:
     )
 
 
+BACKLOG_LIMIT = 10_000
+"""The most stream entries a front adopts at its start."""
+
+
 class JobQueue:
     """One stream and its consumer group on one Redis connection pool."""
 
@@ -376,6 +380,17 @@ class JobQueue:
             await self.ensure_group()
             return 0
         return int(dropped or 0)
+
+    async def backlog(self, limit: int = BACKLOG_LIMIT) -> list[tuple[str, Job]]:
+        """The jobs still in the stream (waiting, running, or answered and not trimmed yet),
+        oldest first, at most ``limit``; entries that are not jobs are left to the workers."""
+        entries = await self.redis.xrange(self.stream, "-", "+", count=limit)
+        backlog: list[tuple[str, Job]] = []
+        for entry_id, fields in entries or []:
+            job = parse_entry(fields)
+            if isinstance(job, Job):
+                backlog.append((text(entry_id), job))
+        return backlog
 
     async def depth(self) -> QueueDepth:
         waiting = taken = 0

@@ -10,8 +10,12 @@ busy thread — and tells which runs were answered
 by the front in its thread: ``FAILED AGENT_ERROR QUEUE_LOST``, after it took the run's token
 (``sre_diag.slack.fence``), so a worker can never answer it too. Nothing stays "queued" forever.
 
-The memory is the front process's: a front that restarts forgets its runs (their workers still
-answer them; a run lost by Redis AND its front is not answered).
+The memory is the front process's, but the runs are the queue's: a front that starts adopts
+every job still in the stream (:meth:`PendingRuns.adopt`, whichever front queued it), so the
+thread locks of a backlog outlive the front that queued it — a follow-up in a busy thread after
+a restart still meets the lock, never a second run. Several fronts may watch one run: renewing
+a lock with its own token is harmless, and answering a vanished run takes its token first, so
+only one of them answers it.
 """
 
 from __future__ import annotations
@@ -86,6 +90,26 @@ class PendingRuns:
 
     def __len__(self) -> int:
         return len(self._runs)
+
+    async def adopt(self, client: AsyncWebClient) -> int:
+        """Watch every job still in the stream that this front does not know yet (queued by a
+        front that restarted, or by another replica); how many were adopted (0 when the queue
+        is out of reach: the workers still answer them)."""
+        try:
+            backlog = await self.queue.backlog()
+        except Exception as exc:
+            log_failure(_log, logging.WARNING, "queue backlog not adopted: %s", exc=exc)
+            return 0
+        adopted = 0
+        for entry_id, job in backlog:
+            if job.run_id in self._runs:
+                continue
+            lease = Lease(thread_key=job.thread_key, run_key=job.lease_key, channel=job.channel)
+            self.add(entry_id, job, lease, client)
+            adopted += 1
+        if adopted:
+            _log.info("adopted %d queued runs from the stream", adopted)
+        return adopted
 
     def add(self, entry_id: str, job: Job, lease: Lease, client: AsyncWebClient) -> None:
         self._runs[job.run_id] = _Pending(entry_id, job, lease, client)

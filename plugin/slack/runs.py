@@ -238,6 +238,11 @@ class RunManager:
             self.pending.add(entry_id, job, lease, req.client)
         return key
 
+    async def adopt_backlog(self, client: AsyncWebClient) -> int:
+        """A queueing front at its start: watch (renew the thread locks of, answer if lost)
+        every job still in the queue, whoever queued it."""
+        return await self.pending.adopt(client) if self.pending is not None else 0
+
     # -- queued jobs (a worker; lost and unreadable jobs: ``self.lost``) ----------------------
 
     def start_job(
