@@ -18,6 +18,7 @@ fails here.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import re
@@ -169,8 +170,7 @@ async def ops_port() -> AsyncIterator[int]:
 
 
 async def _exit_of(argv: list[str], port: int) -> int:
-    import asyncio
-
+    """The exit status of the health check command, pointed at ``port``."""
     argv = [sys.executable, *argv[1:-1], argv[-1].replace(f":{PORT}/", f":{port}/")]
     process = await asyncio.create_subprocess_exec(
         *argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
