@@ -511,3 +511,37 @@ def test_the_units_run_the_product_with_its_state_and_settings(name: str) -> Non
         ("PrivateTmp", "yes"),
     ):
         assert service[key] == [value], key
+
+
+# --- every setting named anywhere -------------------------------------------------------------
+
+_PRODUCT_NAME = re.compile(r"^(DIAG|SLACK|OPENAI)_[A-Z0-9_]+$")
+
+
+def _names_set_by_the_deployments() -> dict[str, set[str]]:
+    """Every product-looking environment name each deployment sets, outside its env files."""
+    env = " ".join(rest for word, rest in _final_stage() if word == "ENV")
+    found = {"Dockerfile": {pair.split("=")[0] for pair in env.split()}}
+    found["compose.yaml"] = {
+        name
+        for service in _compose()["services"].values()
+        for name in service.get("environment", {})
+    }
+    found["kubernetes"] = {
+        e["name"]
+        for deployment in _deployments().values()
+        for container in deployment["spec"]["template"]["spec"]["containers"]
+        for e in container.get("env", [])
+    }
+    for name in UNITS:
+        service = unit_file(DEPLOY / "systemd" / name)["Service"]
+        found[name] = {v.split("=")[0] for v in service.get("Environment", [])}
+    return {where: {n for n in names if _PRODUCT_NAME.match(n)} for where, names in found.items()}
+
+
+def test_every_name_the_deployments_set_is_a_setting() -> None:
+    known = set(setting_names())
+    found = _names_set_by_the_deployments()
+    assert all("DIAG_STATE_DIR" in names for names in found.values()), found
+    unknown = {where: sorted(names - known) for where, names in found.items() if names - known}
+    assert not unknown, f"not settings of the product: {unknown}"
