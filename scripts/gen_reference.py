@@ -48,6 +48,11 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _paragraph(text: str) -> str:
+    """Prose wrapped at 100 columns (user text keeps its lines short)."""
+    return textwrap.fill(text, width=100, break_long_words=False, break_on_hyphens=False)
+
+
 def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
     head = list(header)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -187,15 +192,19 @@ def configuration_page() -> str:
         "",
         GENERATED,
         "",
-        "Every setting is an environment variable; a `.env` file in the working folder may set "
-        "the same names. Settings are read once at start and validated together: all invalid "
-        "ones are reported in one `INVALID_SETTINGS` message naming each and what it must be "
-        "(exit 2). The value of a secret, a URL, a DSN or a path is never echoed back.",
+        _paragraph(
+            "Every setting is an environment variable; a `.env` file in the working folder may "
+            "set the same names. Settings are read once at start and validated together: all "
+            "invalid ones are reported in one `INVALID_SETTINGS` message naming each and what it "
+            "must be (exit 2). The value of a secret, a URL, a DSN or a path is never echoed back."
+        ),
         "",
-        f"{len(Settings.model_fields)} settings. *Secret*: the value is held as a secret "
-        "(never logged, never shown by `check`). A URL or DSN setting may also carry a "
-        "password (`DIAG_LOGS_SOURCE`, a `mysql://` `DIAG_AUDIT_SINK`): treat the whole "
-        "environment of the process as confidential.",
+        _paragraph(
+            f"{len(Settings.model_fields)} settings. *Secret*: the value is held as a secret "
+            "(never logged, never shown by `check`). A URL or DSN setting may also carry a "
+            "password (`DIAG_LOGS_SOURCE`, a `mysql://` `DIAG_AUDIT_SINK`): treat the whole "
+            "environment of the process as confidential."
+        ),
     ]
     order = [s for s, _ in _SECTIONS] + ["Other settings"]
     for section in (s for s in order if s in rows):
@@ -261,10 +270,12 @@ def cli_page() -> str:
         "",
         GENERATED,
         "",
-        "`sre-diag <command> …` (also `python -m sre_diag <command> …`). "
-        "Every command prints machine-readable output on stdout and its logs on stderr. "
-        "A wrong command line prints the usage on stderr and "
-        '`{"error": {"code": "INVALID_ARGUMENTS", …}}` on stdout, exit 2.',
+        _paragraph(
+            "`sre-diag <command> …` (also `python -m sre_diag <command> …`). Every command "
+            "prints machine-readable output on stdout and its logs on stderr. A wrong command "
+            "line prints the usage on stderr and "
+            '`{"error": {"code": "INVALID_ARGUMENTS", …}}` on stdout, exit 2.'
+        ),
         "",
         "## Commands",
         "",
@@ -310,7 +321,7 @@ def _enum_section(title: str, intro: str, path: str, meanings: texts.Texts) -> l
         "",
         f"## {title}",
         "",
-        intro,
+        _paragraph(intro),
         "",
         *_table(["code", "meaning", "what to do"], _rows(values, meanings, path)),
     ]
@@ -333,7 +344,7 @@ def _literal_section(title: str, intro: str, meanings: texts.Texts, source: str)
         "",
         f"## {title}",
         "",
-        intro,
+        _paragraph(intro),
         "",
         *_table(["detail", "meaning", "what to do"], _rows(list(meanings), meanings, title)),
     ]
@@ -353,7 +364,7 @@ def _input_rejections() -> list[str]:
         "",
         "## Input rejections and command errors",
         "",
-        intro,
+        _paragraph(intro),
         "",
         *_table(
             ["code", "meaning", "what to do"],
@@ -378,7 +389,7 @@ def _slack_notes() -> list[str]:
         "",
         "## Slack replies and notes",
         "",
-        intro,
+        _paragraph(intro),
         "",
         *_table(["reply", "meaning", "what to do"], rows),
     ]
@@ -434,8 +445,10 @@ def codes_page() -> str:
         "",
         GENERATED,
         "",
-        "Every code a user can see, with what it means and what to do. Codes are stable: "
-        "scripts and alerts may match them.",
+        _paragraph(
+            "Every code a user can see, with what it means and what to do. Codes are stable: "
+            "scripts and alerts may match them."
+        ),
     ]
     for title, intro, path, meanings in _ENUMS:
         lines += _enum_section(title, intro, path, meanings)

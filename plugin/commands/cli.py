@@ -272,7 +272,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     patterns.add_argument("file", nargs="?", metavar="FILE", help="UTF-8 text (default: stdin)")
     patterns.set_defaults(run=_patterns)
-    evaluate = commands.add_parser("eval", help="run evaluation cases, score them (§9)")
+    evaluate = commands.add_parser("eval", help="run evaluation cases, score them")
     evaluate.add_argument("paths", nargs="+", metavar="PATH", help="case folder(s)")
     evaluate.add_argument("--replay", action="store_true", help="each case's recorded cassettes")
     evaluate.add_argument("--repeat", type=int, default=1, metavar="N")
