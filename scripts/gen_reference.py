@@ -184,8 +184,8 @@ def configuration_page() -> str:
         bounds = _bounds(info)
         kind = _type_text(info.annotation) + (f" ({bounds})" if bounds else "")
         secret = "**yes**" if _is_secret(info.annotation) else "no"
-        row = [f"`{_env_name(info, name)}`", kind, _default_text(info), secret,
-               _rst_to_md(meaning)]  # fmt: skip
+        meaning_text = f"{_rst_to_md(meaning)} *Type: {kind}.*"
+        row = [f"`{_env_name(info, name)}`", _default_text(info), secret, meaning_text]
         rows.setdefault(_section_of(name), []).append(row)
     lines = [
         "# Configuration reference",
@@ -209,7 +209,7 @@ def configuration_page() -> str:
     order = [s for s, _ in _SECTIONS] + ["Other settings"]
     for section in (s for s in order if s in rows):
         lines += ["", f"## {section}", ""]
-        lines += _table(["name", "type", "default", "secret", "meaning"], rows[section])
+        lines += _table(["name", "default", "secret", "meaning"], rows[section])
     return "\n".join(lines) + "\n"
 
 
