@@ -241,9 +241,16 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, Any]]:
     return []
 
 
+def _options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The parser's own options (``--version``), not its subcommands."""
+    return [a for a in parser._actions if a.option_strings]
+
+
 def _argument_row(command: str, action: argparse.Action) -> list[str] | None:
     if action.help == argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
         return None
+    if isinstance(action, argparse._VersionAction):
+        return [f"`{'`, `'.join(action.option_strings)}`", "print the version and exit", "-"]
     if action.option_strings:
         metavar = "" if action.nargs == 0 else f" {action.metavar or action.dest.upper()}"
         name = ", ".join(f"`{o}{metavar}`" for o in action.option_strings)
@@ -277,9 +284,11 @@ def cli_page() -> str:
             '`{"error": {"code": "INVALID_ARGUMENTS", …}}` on stdout, exit 2.'
         ),
         "",
-        "## Commands",
-        "",
     ]
+    top = [r for r in (_argument_row("sre-diag", a) for a in _options(parser)) if r is not None]
+    if top:
+        lines += [*_table(["option", "meaning", "default"], top), ""]
+    lines += ["## Commands", ""]
     commands = _subcommands(parser)
     lines += _table(["command", "what it does"], [[f"`{n}`", h] for n, h, _ in commands])
     for name, help_text, sub in commands:

@@ -5,6 +5,7 @@ committed pages (a setting, an option or a code added without running
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import re
 import sys
@@ -148,3 +149,12 @@ def test_every_command_and_option_is_on_the_cli_page() -> None:
             for option in action.option_strings:
                 if option not in {"-h", "--help"} and action.help != "==SUPPRESS==":
                     assert f"`{option}" in page, f"{name} {option} not in cli.md"
+
+
+def test_the_parsers_own_options_are_documented() -> None:
+    """``--version`` (the parser's own option) gets a row; help stays out."""
+    parser = argparse.ArgumentParser(prog="sre-diag")
+    parser.add_argument("--version", action="version", version="1")
+    rows = [GEN._argument_row("sre-diag", a) for a in GEN._options(parser)]
+    expected = [["`--version`", "print the version and exit", "-"]]
+    assert [r for r in rows if r is not None] == expected
