@@ -146,9 +146,9 @@ def _bounds(info: Any) -> str:
 
 def _default_text(info: Any) -> str:
     if info.default_factory is not None:
-        value = info.default_factory()
-    else:
-        value = info.default
+        # Computed at start (from the environment or other settings): the meaning says how.
+        return "derived, see meaning"
+    value = info.default
     if value is None:
         return "unset"
     if isinstance(value, tuple) and not value:
@@ -262,11 +262,9 @@ def _argument_row(command: str, action: argparse.Action) -> list[str] | None:
     shown = (
         "-" if default in (None, False, argparse.SUPPRESS) or action.nargs == 0 else f"`{default}`"
     )
-    key = f"{command} {action.option_strings[0] if action.option_strings else name.strip('`')}"
-    help_text = action.help or texts.ARGUMENT_HELP.get(key.replace(" …", ""))
-    if not help_text:
-        raise ReferenceError(f"argument {key} has no help text")
-    return [name, help_text, shown]
+    if not action.help:
+        raise ReferenceError(f"`{command}` argument {name} has no help text")
+    return [name, action.help, shown]
 
 
 def cli_page() -> str:

@@ -345,7 +345,15 @@ CHECK_STATUSES: Texts = {
         "The part is configured and does not work; the line says why (exit 1).",
         "Follow the reason on the line.",
     ),
-    "NOT_CONFIGURED": ("The part is not set; its tool answers `NOT_CONFIGURED`.", "-"),
+    "NOT_CONFIGURED": (
+        "The part is not set; its tool answers `NOT_CONFIGURED` (for the model: the commands "
+        "that would call it refuse with `MODEL_NOT_CONFIGURED`).",
+        "-",
+    ),
+    "NOT_PROBED": (
+        "Configured but not contacted: the model endpoint without `--model`.",
+        "Run `sre-diag check --model` to probe it.",
+    ),
 }
 
 EVALUATIONS: Texts = {
@@ -437,16 +445,4 @@ SLACK_NOTES: Texts = {
     "QUERY_TOO_LARGE": ("Input hint: the question is too long.", "Shorten it."),
     "PREVIOUS_TURN_TOO_LARGE": ("Input hint.", "Start a new thread."),
     "INPUT_TOO_LARGE": ("Input hint.", "Shorten the question or start a new thread."),
-}
-
-# Help for command-line arguments whose parser gives none, by "command argument" (the parser's
-# own help wins when it has one).
-ARGUMENT_HELP: dict[str, str] = {
-    "diagnose QUERY": "the question, as an on-call engineer would ask it",
-    "diagnose --previous-turn": "a JSON file with the previous turn of the conversation: "
-    '`{"query", "conclusion", "missing_info"}`',
-    "diagnose --session-id": "an id to group runs of one conversation (default: a new one)",
-    "serve --port": "HTTP port: `/slack/events` in HTTP mode, and the operations endpoints",
-    "replay FILE": "a recorded Slack event envelope (JSON, as Slack delivers it)",
-    "eval --repeat": "run each case N times",
 }
