@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+# The checkout (its `sre_diag` link) and this folder (reference_texts), after everything else.
+sys.path.extend(p for p in (str(ROOT), str(ROOT / "scripts")) if p not in sys.path)
 
 import reference_texts as texts  # noqa: E402
 
