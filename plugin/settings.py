@@ -47,21 +47,14 @@ class Settings(BaseSettings):
     )
 
     openai_base_url: str | None = Field(default=None, validation_alias="OPENAI_BASE_URL")
-    """Base URL of any OpenAI-compatible chat endpoint (OpenAI, a gateway, vLLM, DashScope
-    compatible mode, a local server); unset: the OpenAI SDK's default."""
     openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
-    """The endpoint's API key, sent only in the ``Authorization`` header."""
     model: str = Field(default="gpt-4o-mini", validation_alias="DIAG_MODEL")
-    """Model name sent to the endpoint; unknown names work (give
-    ``DIAG_MODEL_CONTEXT_WINDOW``)."""
     model_context_window: int = Field(
         default=128000, gt=0, validation_alias="DIAG_MODEL_CONTEXT_WINDOW"
     )
-    """Context window of the model, in tokens, for names the SDK does not know."""
     model_request_timeout_seconds: float = Field(
         default=60.0, gt=0, validation_alias="DIAG_MODEL_TIMEOUT_SECONDS"
     )
-    """One model request, from its start to the last byte of its answer; no retry."""
     structured_output: Literal["off", "json_schema"] = Field(
         default="off", validation_alias="DIAG_STRUCTURED_OUTPUT"
     )
@@ -69,34 +62,21 @@ class Settings(BaseSettings):
     (strict) and sends the tool definitions with ``strict: true``; the strict parsers decide."""
 
     max_model_calls: int = Field(default=8, ge=1, validation_alias="DIAG_MAX_MODEL_CALLS")
-    """Model rounds per run."""
     max_total_tokens: int = Field(default=60000, ge=1, validation_alias="DIAG_MAX_TOTAL_TOKENS")
-    """Prompt plus completion tokens per run (estimated from text size when the endpoint reports
-    no usage)."""
     deadline_seconds: float = Field(default=120.0, gt=0, validation_alias="DIAG_DEADLINE_SECONDS")
-    """Wall clock per run; a request or tool call in flight is aborted at the deadline."""
     max_tool_calls: int = Field(default=6, ge=0, validation_alias="DIAG_MAX_TOOL_CALLS")
-    """Executed evidence tool calls per run."""
     no_gain_streak: int = Field(default=2, ge=1, validation_alias="DIAG_NO_GAIN_STREAK")
-    """Consecutive ``NO_GAIN`` evaluations after which the harness requires the final answer."""
 
     max_query_bytes: int = Field(default=4096, ge=1, validation_alias="DIAG_MAX_QUERY_BYTES")
-    """UTF-8 bytes of the question; a longer one is refused, never cut."""
     max_previous_turn_bytes: int = Field(
         default=20480, ge=1, validation_alias="DIAG_MAX_PREVIOUS_TURN_BYTES"
     )
-    """UTF-8 bytes of the serialized previous turn of a thread."""
     max_input_bytes: int = Field(default=24576, ge=1, validation_alias="DIAG_MAX_INPUT_BYTES")
-    """Question plus previous turn, as sent to the model."""
     max_observation_bytes: int = Field(
         default=4096, ge=256, validation_alias="DIAG_MAX_OBSERVATION_BYTES"
     )
-    """One tool observation as sent to the model (items are cut to fit; a log summary never
-    is)."""
     max_draft_bytes: int = Field(default=16384, ge=1, validation_alias="DIAG_MAX_DRAFT_BYTES")
-    """The model's final text."""
     run_capacity_bytes: int = Field(default=65536, ge=1, validation_alias="DIAG_RUN_CAPACITY_BYTES")
-    """Input, all observations and output of one run together."""
 
     state_dir: Path = Field(default_factory=default_state_dir, validation_alias="DIAG_STATE_DIR")
     """Where the product keeps its own files (the audit default, the runbook cache, the demo
@@ -106,8 +86,7 @@ class Settings(BaseSettings):
     """Folder of Markdown runbooks for ``lookup_knowledge`` (regular files inside it only);
     unset: it answers ``NOT_CONFIGURED`` (only ``demo`` and ``eval`` use bundled runbooks)."""
     logs_source: str | None = Field(default=None, validation_alias="DIAG_LOGS_SOURCE")
-    """A folder of JSON-lines log files, or a Loki base URL (``http://user:pass@host:3100``
-    for basic auth); unset: ``query_logs`` answers ``NOT_CONFIGURED``."""
+    """A JSON-lines folder or a Loki base URL; unset: ``query_logs`` answers ``NOT_CONFIGURED``."""
     loki_service_label: str = Field(
         default="service",
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
@@ -121,30 +100,19 @@ class Settings(BaseSettings):
     loki_org_id: str | None = Field(default=None, validation_alias="DIAG_LOKI_ORG_ID")
     """Sent as ``X-Scope-OrgID`` to a multi-tenant Loki."""
     mysql_dsn: SecretStr | None = Field(default=None, validation_alias="DIAG_MYSQL_DSN")
-    """``mysql://user:password@host:port/database`` of a READ-ONLY account; unset:
-    ``query_mysql`` answers ``NOT_CONFIGURED``."""
     mysql_allowed_tables: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), validation_alias="DIAG_MYSQL_ALLOWED_TABLES"
     )
-    """Comma-separated tables ``query_mysql`` may read; empty: every table of the DSN's database
-    the account can see."""
     mysql_require_read_only: bool = Field(
         default=True, validation_alias="DIAG_MYSQL_REQUIRE_READ_ONLY"
     )
-    """Refuse to run any statement unless the account's effective privileges (every level,
-    roles, ``PUBLIC``) are only ``SELECT``/``SHOW VIEW``; ``false`` is an opt-out for guard
-    tests."""
     mysql_statement_timeout_seconds: float = Field(
         default=5.0, gt=0, le=3600, validation_alias="DIAG_MYSQL_STATEMENT_TIMEOUT_SECONDS"
     )
-    """Server-side time cap of one statement; the adapter kills a statement still running
-    shortly after it."""
     mysql_max_rows: int = Field(default=50, ge=1, le=1000, validation_alias="DIAG_MYSQL_MAX_ROWS")
-    """Rows of one result returned to the model."""
     knowledge_rescan_seconds: float = Field(
         default=5.0, ge=0, validation_alias="DIAG_KNOWLEDGE_RESCAN_SECONDS"
     )
-    """How often the runbook folder is checked for changes."""
     cache_dir: Path = Field(
         default_factory=lambda data: data["state_dir"] / "cache", validation_alias="DIAG_CACHE_DIR"
     )
@@ -158,29 +126,19 @@ class Settings(BaseSettings):
     of the system prompt, tool descriptions and hints (the model answers in the question's)."""
 
     slack_bot_token: SecretStr | None = Field(default=None, validation_alias="SLACK_BOT_TOKEN")
-    """The bot token (``xoxb-…``)."""
     slack_app_token: SecretStr | None = Field(default=None, validation_alias="SLACK_APP_TOKEN")
-    """The app-level token (``xapp-…``, scope ``connections:write``); set: ``serve`` uses Socket
-    Mode unless ``--http``."""
     slack_signing_secret: SecretStr | None = Field(
         default=None, validation_alias="SLACK_SIGNING_SECRET"
     )
-    """Verifies that HTTP requests come from Slack."""
     slack_api_url: str | None = Field(default=None, validation_alias="DIAG_SLACK_API_URL")
-    """Slack Web API base URL (GovSlack, a proxy, tests); unset: Slack's default."""
     admin_channels: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), validation_alias="DIAG_ADMIN_CHANNELS"
     )
-    """Comma-separated channel IDs (``C…``/``G…``) where the bot acts; empty: it acts
-    nowhere."""
     max_concurrent_runs: int = Field(default=4, ge=1, validation_alias="DIAG_MAX_CONCURRENT_RUNS")
-    """Diagnoses in flight per process (per worker with ``--workers``); more wait in a queue."""
     ops_port: int | None = Field(default=None, ge=1, le=65535, validation_alias="DIAG_OPS_PORT")
     """Socket Mode: serve /healthz, /readyz and /metrics on this port (HTTP mode: the main
     port)."""
     redis_url: SecretStr | None = Field(default=None, validation_alias="DIAG_REDIS_URL")
-    """Redis shared by every replica: event dedupe, thread locks, Cancel, evidence, votes, the
-    job queue; unset: in-process state."""
     job_claim_seconds: float | None = Field(
         default=None, gt=0, validation_alias="DIAG_JOB_CLAIM_SECONDS"
     )
@@ -202,7 +160,6 @@ class Settings(BaseSettings):
     """An alert whose pattern started an automatic run in its channel within this time gets a
     pointer to that run's thread instead of a new run."""
     grafana_url: str | None = Field(default=None, validation_alias="DIAG_GRAFANA_URL")
-    """Grafana base URL; with ``DIAG_GRAFANA_LOKI_UID``, Loki log checks link to Explore."""
     grafana_loki_uid: str | None = Field(
         default=None,
         pattern=r"^[A-Za-z0-9._-]{1,64}$",
@@ -228,7 +185,6 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         default="INFO", validation_alias="DIAG_LOG_LEVEL"
     )
-    """Process log level (``WARN`` is read as ``WARNING``)."""
 
     @field_validator("log_level", mode="before")
     @classmethod

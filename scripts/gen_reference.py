@@ -99,6 +99,16 @@ def _attribute_docstrings(cls: type) -> dict[str, str]:
     return found
 
 
+def _meaning(info: Any, name: str, docstrings: dict[str, str]) -> str:
+    """The field's description or docstring; else its text in reference_texts.SETTINGS."""
+    meaning = info.description or docstrings.get(name) or texts.SETTINGS.get(_env_name(info, name))
+    if not meaning:
+        raise ReferenceError(
+            f"Settings.{name} has no description: give it a docstring in sre_diag/settings.py"
+        )
+    return str(meaning)
+
+
 def _rst_to_md(text: str) -> str:
     return " ".join(text.replace("``", "`").split())
 
@@ -178,9 +188,7 @@ def configuration_page() -> str:
     docstrings = _attribute_docstrings(Settings)
     rows: dict[str, list[list[str]]] = {}
     for name, info in Settings.model_fields.items():
-        meaning = info.description or docstrings.get(name)
-        if not meaning:
-            raise ReferenceError(f"Settings.{name} has no description")
+        meaning = _meaning(info, name, docstrings)
         bounds = _bounds(info)
         kind = _type_text(info.annotation) + (f" ({bounds})" if bounds else "")
         secret = "**yes**" if _is_secret(info.annotation) else "no"

@@ -446,3 +446,84 @@ SLACK_NOTES: Texts = {
     "PREVIOUS_TURN_TOO_LARGE": ("Input hint.", "Start a new thread."),
     "INPUT_TOO_LARGE": ("Input hint.", "Shorten the question or start a new thread."),
 }
+
+
+# Meanings of the settings whose field in sre_diag.settings has no docstring, by environment name
+# (a docstring in the code wins; the tests refuse a name documented in both places).
+SETTINGS: dict[str, str] = {
+    "OPENAI_BASE_URL": (
+        "Base URL of any OpenAI-compatible chat endpoint (OpenAI, a gateway, vLLM, DashScope "
+        "compatible mode, a local server); unset: the OpenAI SDK's default."
+    ),
+    "OPENAI_API_KEY": "The endpoint's API key, sent only in the `Authorization` header.",
+    "DIAG_MODEL": (
+        "Model name sent to the endpoint; unknown names work (give `DIAG_MODEL_CONTEXT_WINDOW`)."
+    ),
+    "DIAG_MODEL_CONTEXT_WINDOW": (
+        "Context window of the model, in tokens, for names the SDK does not know."
+    ),
+    "DIAG_MODEL_TIMEOUT_SECONDS": (
+        "One model request, from its start to the last byte of its answer; no retry."
+    ),
+    "DIAG_MAX_MODEL_CALLS": "Model rounds per run.",
+    "DIAG_MAX_TOTAL_TOKENS": (
+        "Prompt plus completion tokens per run (estimated from text size when the endpoint "
+        "reports no usage)."
+    ),
+    "DIAG_DEADLINE_SECONDS": (
+        "Wall clock per run; a request or tool call in flight is aborted at the deadline."
+    ),
+    "DIAG_MAX_TOOL_CALLS": "Executed evidence tool calls per run.",
+    "DIAG_NO_GAIN_STREAK": (
+        "Consecutive `NO_GAIN` evaluations after which the harness requires the final answer."
+    ),
+    "DIAG_MAX_QUERY_BYTES": "UTF-8 bytes of the question; a longer one is refused, never cut.",
+    "DIAG_MAX_PREVIOUS_TURN_BYTES": "UTF-8 bytes of the serialized previous turn of a thread.",
+    "DIAG_MAX_INPUT_BYTES": "Question plus previous turn, as sent to the model.",
+    "DIAG_MAX_OBSERVATION_BYTES": (
+        "One tool observation as sent to the model (items are cut to fit; a log summary never is)."
+    ),
+    "DIAG_MAX_DRAFT_BYTES": "The model's final text.",
+    "DIAG_RUN_CAPACITY_BYTES": "Input, all observations and output of one run together.",
+    "DIAG_MYSQL_DSN": (
+        "`mysql://user:password@host:port/database` of a READ-ONLY account; unset: "
+        "`query_mysql` answers `NOT_CONFIGURED`."
+    ),
+    "DIAG_MYSQL_ALLOWED_TABLES": (
+        "Comma-separated tables `query_mysql` may read; empty: every table of the DSN's "
+        "database the account can see."
+    ),
+    "DIAG_MYSQL_REQUIRE_READ_ONLY": (
+        "Refuse to run any statement unless the account's effective privileges (every level, "
+        "roles, `PUBLIC`) are only `SELECT`/`SHOW VIEW`; `false` is an opt-out for guard tests."
+    ),
+    "DIAG_MYSQL_STATEMENT_TIMEOUT_SECONDS": (
+        "Server-side time cap of one statement; the adapter kills a statement still running "
+        "shortly after it."
+    ),
+    "DIAG_MYSQL_MAX_ROWS": "Rows of one result returned to the model.",
+    "DIAG_KNOWLEDGE_RESCAN_SECONDS": "How often the runbook folder is checked for changes.",
+    "SLACK_BOT_TOKEN": "The bot token (`xoxb-…`).",
+    "SLACK_APP_TOKEN": (
+        "The app-level token (`xapp-…`, scope `connections:write`); set: `serve` uses Socket "
+        "Mode unless `--http`."
+    ),
+    "SLACK_SIGNING_SECRET": "Verifies that HTTP requests come from Slack.",
+    "DIAG_SLACK_API_URL": (
+        "Slack Web API base URL (GovSlack, a proxy, tests); unset: Slack's default."
+    ),
+    "DIAG_ADMIN_CHANNELS": (
+        "Comma-separated channel IDs (`C…`/`G…`) where the bot acts; empty: it acts nowhere."
+    ),
+    "DIAG_MAX_CONCURRENT_RUNS": (
+        "Diagnoses in flight per process (per worker with `--workers`); more wait in a queue."
+    ),
+    "DIAG_REDIS_URL": (
+        "Redis shared by every replica: event dedupe, thread locks, Cancel, evidence, votes, "
+        "the job queue; unset: in-process state."
+    ),
+    "DIAG_GRAFANA_URL": (
+        "Grafana base URL; with `DIAG_GRAFANA_LOKI_UID`, Loki log checks link to Explore."
+    ),
+    "DIAG_LOG_LEVEL": "Process log level (`WARN` is read as `WARNING`).",
+}

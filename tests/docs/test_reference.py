@@ -52,12 +52,30 @@ def test_every_setting_is_on_the_configuration_page() -> None:
         assert f"| `{env}` |" in page, f"{env} ({name}) is not in the configuration reference"
 
 
-def test_every_setting_has_a_meaning() -> None:
+def _documented_in_code() -> dict[str, str]:
+    """Environment name → the field's own description or docstring (empty when it has none)."""
     docstrings = GEN._attribute_docstrings(Settings)
+    return {
+        GEN._env_name(i, n): i.description or docstrings.get(n, "")
+        for n, i in Settings.model_fields.items()
+    }
+
+
+def test_every_setting_has_a_meaning() -> None:
     missing = [
-        n for n, i in Settings.model_fields.items() if not (i.description or docstrings.get(n))
+        env
+        for env, doc in _documented_in_code().items()
+        if not (doc or GEN.texts.SETTINGS.get(env))
     ]
     assert not missing, f"settings without a description: {missing}"
+
+
+def test_setting_meanings_are_kept_in_one_place() -> None:
+    """A meaning in reference_texts.SETTINGS is only for a real setting whose field has no
+    docstring: once the field gets one (or the setting goes), the entry must go."""
+    code = _documented_in_code()
+    stale = sorted(env for env in GEN.texts.SETTINGS if env not in code or code[env])
+    assert not stale, f"remove from scripts/reference_texts.py SETTINGS: {stale}"
 
 
 _SETTING_NAME = re.compile(r"\b((?:DIAG|OPENAI|SLACK)_[A-Z0-9_]+)\b")
@@ -116,9 +134,8 @@ def test_a_setting_without_a_description_stops_the_generator() -> None:
         brand_new: int = 1
 
     docstrings = GEN._attribute_docstrings(Grown)
-    info = Grown.model_fields["brand_new"]
-    assert not (info.description or docstrings.get("brand_new"))
-    assert "brand_new" not in GEN.configuration_page()  # only the real Settings are documented
+    with pytest.raises(GEN.ReferenceError, match="brand_new"):
+        GEN._meaning(Grown.model_fields["brand_new"], "brand_new", docstrings)
 
 
 def test_a_code_without_a_meaning_stops_the_generator() -> None:
