@@ -166,7 +166,7 @@ def blocks_text(blocks: Iterable[Mapping[str, Any]]) -> str:
         text: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         elements = [e for e in block.get("elements") or [] if isinstance(e, Mapping)]
         if kind == "header":
-            lines += ["", str(text.get("text", "")).upper()]
+            lines += ["", str(text.get("text", ""))]
         elif kind == "section":
             lines.append(as_shown(str(text.get("text", ""))))
         elif kind == "context":

@@ -181,6 +181,8 @@ def _log_check(observation: Mapping[str, Any]) -> CheckLines:
     if matched is None:
         more = " (more were left out)" if observation.get("truncated") is True else ""
         return CheckLines(f"{shown:,} matching lines{more}", lines)
+    if matched == 0 and not shown:
+        return CheckLines("no matching lines", [])
     about = "" if summary.get("exact") is True else "about "
     return CheckLines(f"{shown:,} of {about}{matched:,} matching lines", lines)
 

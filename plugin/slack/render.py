@@ -278,7 +278,10 @@ def _footer(result: ExecutionResult, asked_at: datetime | None = None) -> list[B
 
 def _seconds(elapsed_ms: int) -> str:
     seconds = elapsed_ms / 1000
-    return f"{seconds:.1f} s" if seconds < 60 else f"{int(seconds // 60)} min {int(seconds % 60)} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
 
 
 def _plural(n: int, noun: str) -> str:
@@ -288,7 +291,9 @@ def _plural(n: int, noun: str) -> str:
 def _stop_text(result: ExecutionResult) -> str:
     if result.stop_reason is None:
         return "Stopped before a diagnosis was written."
-    return mrkdwn_escape(STOP_EXPLANATIONS[result.stop_reason])
+    # The header already says it stopped: the body says why.
+    why = STOP_EXPLANATIONS[result.stop_reason].removeprefix("Stopped: ")
+    return mrkdwn_escape(why[:1].upper() + why[1:])
 
 
 _FAILURES = {

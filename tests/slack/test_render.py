@@ -289,8 +289,10 @@ def test_stopped_explains_and_lists_checks(reason: StopReason) -> None:
     msg = render_result(_result("STOPPED", stop_reason=reason.value, checks=checks))
     _assert_limits(msg)
     text = _all_text(msg)
-    assert STOP_EXPLANATIONS[reason] in text
-    assert STOP_EXPLANATIONS[reason] in msg.text
+    why = STOP_EXPLANATIONS[reason].removeprefix("Stopped: ")
+    assert why[:1].upper() + why[1:] in text  # the header says it stopped; the body says why
+    assert "Stopped:" not in text
+    assert why[1:] in msg.text
     assert "*#1* query_logs · payment-api · ERROR · scope 1 — 1 line returned" in text
     assert "*#2* query_logs" in text and "— failed (TIMEOUT)" in text
     assert msg.blocks[0]["text"]["text"] == "Stopped before a conclusion"
