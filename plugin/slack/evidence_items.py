@@ -233,7 +233,7 @@ def _table_row(pairs: Sequence[tuple[str, str]]) -> str:
         if h else fit(v, _CELL_MAX, markdown_code)
         for h, v in pairs if v
     ]  # fmt: skip
-    return QUOTE + "    " + (" · ".join(shown) or "—")
+    return QUOTE + "• " + (" · ".join(shown) or "—")
 
 
 def _section_lines(item: Mapping[str, Any]) -> list[str]:

@@ -4,20 +4,26 @@ from its tool arguments, is shown in Slack without faking the layout or acting t
 - a single-line field goes through :func:`mrkdwn_escape`: folded onto one line (line breaks
   and controls become spaces, zero-width/bidi/format characters are dropped), ``& < >``
   escaped — the only escaping mrkdwn needs (so ``<!here>``, ``<@U…>``, ``<#C…>``, links and
-  ``&lt;`` entities show as typed) — ``@here``/``@channel``/``@everyone`` defused, and every
-  word that carries a mrkdwn mark (``* _ ~``) put inside a code span, where nothing formats:
-  the text is kept as written, so ``ord_10290`` or ``ERR_DB_POOL`` copied from the answer or
-  the Evidence view is byte-identical (and shown as code). A backtick, which a code span
-  cannot hold, is the one character shown as a look-alike (``ˋ``); it is never part of an
-  identifier. :func:`escape` is the same without the code spans, for text Slack reads with
+  ``&lt;`` entities show as typed) — ``@here``/``@channel``/``@everyone`` defused, and in every
+  word that carries a mrkdwn mark (``* _ ~``) the identifier put inside a code span, where
+  nothing formats, with the punctuation around it left outside (``(ord_1),`` is ``(``, the
+  span ``ord_1``, ``),``; a ``key=value`` is one span): the text is kept as written, so
+  ``ord_10290`` or ``ERR_DB_POOL`` copied from the answer or the Evidence view is
+  byte-identical (and shown as code). A backtick, which a code span cannot hold, is the one
+  character shown as a look-alike (``ˋ``); it is never part of an identifier. Text that
+  belongs together (an Evidence row's ``key=value`` cell) is one span (:func:`inert_unit`); a
+  runbook's own inline code is a span of ours (:func:`markdown_code`). :func:`escape` is the
+  same without the code spans, for text Slack reads with
   mrkdwn off (the plain fallback answer), where no mark formats anything;
 - a multi-line field (summary, statement) keeps its lines, each escaped the same way and
   quoted (``> ``, :func:`quoted`);
 - a code of ours (tool name, status, error code) stays as it is (:func:`ident`).
 
-Times the bot itself produced (a log check's window, when the question was asked) are Slack
-date tokens (:func:`slack_date`), so every reader sees local time; times inside model or
-evidence text stay text. Lengths are measured in UTF-16 code units (:func:`width`), which is
+Times the bot itself shows (a log check's window, when the question was asked, a log line's
+timestamp in the Evidence view) are Slack date tokens (:func:`slack_date`) with a UTC fallback,
+so every reader sees local time, and a message says so once (:data:`ZONE_NOTE`); times inside
+model text stay text. :func:`as_shown` reads our mrkdwn back as a reader sees it (``replay``).
+Lengths are measured in UTF-16 code units (:func:`width`), which is
 never less than the code-point count slack_sdk checks; :func:`fit` and :func:`cut` trim with a
 visible ``…`` and never inside an entity or a code span.
 """

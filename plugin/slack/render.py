@@ -2,15 +2,18 @@
 
 Untrusted text — everything the model wrote (summary, statements, scopes, list items) and the
 check ids and scopes taken from its tool arguments — goes through ``mrkdwn`` (escaped, inert,
-identifiers kept as written); the bot's own structure is always formatted (``*Conclusion*``,
-``*1. Finding:*``, ``_Evidence:_``, citations and check lines as ``*#1*``), which escaped text can
-never be. So every line of a section begins with the bot's own text or a quote mark, and no text
-from the model can look like a heading, a citation or a check line.
+identifiers kept as written); the bot's own structure is always formatted (``*1. Finding:*``,
+``_Evidence:_``, citations and check lines as ``*#1*``), which escaped text can never be. So
+every line of a section begins with the bot's own text or a quote mark, and no text from the
+model can look like a heading, a citation or a check line.
 
-A final answer's first screen is short (conclusion, confidence, the top findings and the
-Evidence / feedback buttons); the rest follows a divider, each scope said once (under
-*Checked*). Times the bot itself produced (a log check's window, when the question was asked)
-are Slack date tokens.
+The header says what the answer is and how sure, once (``Diagnosis · HIGH confidence``, ``No
+confirmed cause``, ``Stopped before a conclusion``, ``Diagnosis failed · no conclusion``); the
+body does not repeat it. The first screen is short (the conclusion — or, without one, what is
+missing — the top findings and the Evidence / feedback buttons); the rest follows a divider,
+each check's scope said once (under *Checked*, from the run's own record). Times the bot shows
+are Slack date tokens, the zone said once; the operator's numbers (run id, model calls, tokens)
+sit in the last, quiet context line.
 
 Every message stays inside the Block Kit limits (``blocks``) for any Draft the schema allows:
 long texts are trimmed with a visible ``…`` and list overflow is marked ``(n more not shown)``.
@@ -306,9 +309,9 @@ _FAILURES = {
 def _failure_text(result: ExecutionResult) -> str:
     f = result.failure
     if f is None:
-        return "The diagnosis failed closed: nothing is concluded."
+        return "Failed closed: nothing is concluded."
     why = _FAILURES.get(f.code.value, "it could not finish")
-    text = f"The diagnosis failed closed: {why}, so nothing is concluded."
+    text = f"Failed closed: {why}, so nothing is concluded."
     if f.detail == WORKER_LOST_DETAIL:
         text += (
             " The worker process running it was lost before it answered; nothing was run "

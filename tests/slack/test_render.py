@@ -325,7 +325,7 @@ def test_failed_is_safe_and_lists_ready_checks() -> None:
     _assert_limits(msg)
     text = _all_text(msg)
     expected = (
-        "The diagnosis failed closed: the model's final answer could not be accepted, "
+        "Failed closed: the model's final answer could not be accepted, "
         "so nothing is concluded."
     )
     assert expected in text and expected in msg.text
