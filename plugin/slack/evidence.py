@@ -187,7 +187,7 @@ def _load_windows(data: object) -> dict[str, Window]:
         if isinstance(key, str) and isinstance(pair, list) and len(pair) == 2:
             start, end = pair
             if all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**34
-                   for v in (start, end)):  # fmt: skip
+                   for v in (start, end)) and start < end:  # fmt: skip
                 loaded[key] = (datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
     return loaded
 

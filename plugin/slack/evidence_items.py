@@ -102,10 +102,19 @@ def _log_line(item: Mapping[str, Any], previous: datetime | None) -> tuple[str, 
     return f"{QUOTE}{when} · {level}{service} · {message}", moment or previous
 
 
+def _chronological(items: Sequence[Any]) -> list[Any]:
+    """Oldest first when every line's time parses (the adapter keeps the newest first)."""
+    times = [parse_time(i.get("ts")) if isinstance(i, Mapping) else None for i in items]
+    if any(t is None for t in times):
+        return list(items)
+    order = sorted(range(len(items)), key=lambda n: times[n] or datetime.min.replace(tzinfo=UTC))
+    return [items[n] for n in order]
+
+
 def _log_lines(items: Sequence[Any]) -> list[str]:
     lines: list[str] = []
     previous: datetime | None = None
-    for item in items:
+    for item in _chronological(items):
         if isinstance(item, Mapping) and {"ts", "level", "message"} <= item.keys():
             text, previous = _log_line(item, previous)
         else:

@@ -325,8 +325,7 @@ def test_failed_is_safe_and_lists_ready_checks() -> None:
     _assert_limits(msg)
     text = _all_text(msg)
     expected = (
-        "Failed closed: the model's final answer could not be accepted, "
-        "so nothing is concluded."
+        "Failed closed: the model's final answer could not be accepted, so nothing is concluded."
     )
     assert expected in text and expected in msg.text
     assert msg.blocks[0]["text"]["text"] == "Diagnosis failed · no conclusion"
@@ -519,3 +518,34 @@ def test_any_stop_stays_within_limits(reason: StopReason, scopes: list[str | Non
     checks = [_check(n) | {"scope": scope} for n, scope in enumerate(scopes, 1)]
     msg = render_result(_result("STOPPED", stop_reason=reason.value, checks=checks))
     _assert_limits(msg)
+
+
+def test_the_status_follows_a_run_step_by_step() -> None:
+    """What the tracker records reads as what is happening, and a finished check is not named
+    as the current step."""
+    from typing import cast
+
+    from sre_diag.harness.ledger import Invocation, InvocationStatus
+    from sre_diag.harness.state import ModelRound, RunState
+    from sre_diag.slack.progress import ProgressTracker
+    from sre_diag.tools.base import ToolName
+
+    ctx = cast(RunState, None)  # the hooks read nothing of the run
+    tracker = ProgressTracker(view=StatusView(run_key="k", state="QUEUED", queue_position=1))
+    seen = [render_status(tracker.view).text]
+    tracker.on_model_round(ctx, ModelRound(index=1, started_ms=0))
+    seen.append(render_status(tracker.view).text)
+    tracker.on_tool_started(ctx, ToolName.QUERY_LOGS, "payment-api · ERROR · 10:00–10:30 UTC")
+    seen.append(render_status(tracker.view).text)
+    done = Invocation("call-1", "run-1", ToolName.QUERY_LOGS, InvocationStatus.READY)
+    tracker.on_tool_invocation(ctx, done)
+    seen.append(render_status(tracker.view).text)
+    tracker.on_tool_started(ctx, ToolName.QUERY_MYSQL, "deployments around 10:00")
+    seen.append(render_status(tracker.view).text)
+    assert seen == [
+        "Starting: next in line",
+        "Starting: reading the question",
+        "Step 1 · reading payment-api logs (ERROR · 10:00–10:30 UTC)",
+        "Weighing what the checks found",
+        "Step 2 · querying the database: deployments around 10:00",
+    ]
