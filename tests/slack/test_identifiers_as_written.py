@@ -246,5 +246,5 @@ def test_an_identifier_in_any_punctuation_is_spanned_alone(
         ("«trace_id»:", "«`trace_id`»:"),
     ],
 )
-def test_the_issue_examples_read_cleanly(written: str, expected: str) -> None:
+def test_marked_words_in_prose_read_cleanly(written: str, expected: str) -> None:
     assert mrkdwn_escape(written) == expected
