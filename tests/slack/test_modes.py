@@ -189,7 +189,7 @@ async def test_replay_command_rejects_a_non_mention(tmp_path: Path) -> None:
         str(bad),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "sk-never-used"},
         cwd=tmp_path,
     )
     out, _ = await asyncio.wait_for(process.communicate(), timeout=60)
