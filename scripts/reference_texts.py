@@ -385,13 +385,15 @@ EVENT_RESULTS: Texts = {
     ),
     "ignored": (
         "Acknowledged and dropped on purpose (reason: see the two tables below, or "
-        "`EVIDENCE_EXPIRED`, `ALERT_COOLDOWN`, `NO_LIVE_RUN`).",
+        "`EVIDENCE_EXPIRED`, `ALERT_COOLDOWN` and `ALERT_RESOLVED` (counted on the pattern's "
+        "pointer), `NO_LIVE_RUN`).",
         "A rising `NOT_ADMIN_CHANNEL` count: check `DIAG_ADMIN_CHANNELS`.",
     ),
     "declined": (
         "Meant for the bot but not started (reason: `NOT_STARTED` for a busy thread or a "
-        "draining process, `STATE_UNAVAILABLE`, `QUERY_TOO_LARGE`, `NO_TEXT`).",
-        "`STATE_UNAVAILABLE`: check Redis.",
+        "draining process, `STATE_UNAVAILABLE`, `QUERY_TOO_LARGE`, `NO_TEXT`, "
+        "`ALERT_RUN_CAP`).",
+        "`STATE_UNAVAILABLE`: check Redis. `ALERT_RUN_CAP`: a noisy source, or a low cap.",
     ),
 }
 
