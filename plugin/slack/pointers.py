@@ -29,6 +29,8 @@ _log = logging.getLogger(__name__)
 UPDATE_EVERY_SECONDS = 5.0
 """The least time between two edits of one pointer by one process."""
 
+_EDIT_TRIES = 3
+
 Text = Callable[[PointerNote], Awaitable[str]]
 """The pointer's text for its current count (the first post looks up a permalink)."""
 
@@ -107,18 +109,20 @@ class PointerBoard:
         task.add_done_callback(lambda _: self._pending.pop(pointer.key, None))
 
     async def _edit_later(self, pointer: Pointer, pointer_ts: str, text: Text) -> None:
-        await asyncio.sleep(self._every)
-        try:
-            note = await self._state.note_pointer(
-                pointer.key, pointer.alert_ts, pointer.ttl_seconds, add=0, create=False
-            )
-            if note is None or note.count <= 1:
+        for _ in range(_EDIT_TRIES):  # a rate-limited edit is tried again: the count matters
+            await asyncio.sleep(self._every)
+            try:
+                note = await self._state.note_pointer(
+                    pointer.key, pointer.alert_ts, pointer.ttl_seconds, add=0, create=False
+                )
+                if note is None or note.count <= 1:
+                    return
+                await pointer.client.chat_update(
+                    channel=pointer.channel, ts=pointer_ts, text=await text(note)
+                )
                 return
-            await pointer.client.chat_update(
-                channel=pointer.channel, ts=pointer_ts, text=await text(note)
-            )
-        except Exception as exc:
-            _log.warning("alert pointer not updated: %s", failure_name(exc))
+            except Exception as exc:
+                _log.warning("alert pointer not updated: %s", failure_name(exc))
 
     async def aclose(self) -> None:
         """Stop the edits still waiting (their counts are in the shared state)."""
