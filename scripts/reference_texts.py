@@ -405,7 +405,11 @@ IGNORE_REASONS: Texts = {
     "DIRECT_MESSAGE": ("A direct message; the bot acts only in admin channels.", "-"),
     "FROM_BOT": ("Posted by a bot (mentions by other bots are never answered).", "-"),
     "EDITED": ("An edit of a message (Slack re-sends the mention).", "-"),
-    "SLACK_RETRY": ("A retried delivery of an event already received.", "-"),
+    "SLACK_RETRY": (
+        "A retried delivery of an event without an event id (one with an id is deduplicated "
+        "by it, and processed once).",
+        "-",
+    ),
     "DUPLICATE_EVENT": ("An event id already processed (possibly by another replica).", "-"),
     "MALFORMED": ("An event without the fields a mention needs.", "-"),
 }

@@ -121,9 +121,13 @@ def gate_mention(
     event: Mapping[str, Any],
     headers: Mapping[str, Sequence[str]],
     admin_channels: Collection[str],
+    *,
+    event_id_known: bool = False,
 ) -> IgnoreReason | None:
-    """None if the mention may start a diagnosis, else the reason to ignore it."""
-    if retry_number(headers) > 0:
+    """None if the mention may start a diagnosis, else the reason to ignore it. Slack's retry
+    is ignored only when the event has no id to deduplicate it by (``event_id_known``): a
+    retry whose first delivery never reached us (a restart) must still be answered, once."""
+    if retry_number(headers) > 0 and not event_id_known:
         return IgnoreReason.SLACK_RETRY
     if event.get("bot_id") or event.get("subtype") == "bot_message":
         return IgnoreReason.FROM_BOT

@@ -193,8 +193,10 @@ class Listeners:
         await ack()
         headers: Mapping[str, Sequence[str]] = request.headers
         event = _mapping(event)
-        reason = gate_mention(event, headers, self.admin_channels)
         event_id = body.get("event_id")
+        reason = gate_mention(
+            event, headers, self.admin_channels, event_id_known=isinstance(event_id, str)
+        )
         if reason is not None:
             detail = malformed_detail(event) if reason is IgnoreReason.MALFORMED else None
             self._ignore(reason, event_id, detail)
