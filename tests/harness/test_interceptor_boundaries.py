@@ -226,11 +226,13 @@ def pending(ctx: RunContext, call_id: str = "c1") -> None:
         ({}, "run_shell", True, "UNKNOWN_TOOL"),
         ({}, "run_shell", False, "UNKNOWN_TOOL"),
         ({}, "Lookup_knowledge", True, "UNKNOWN_TOOL"),  # tool names match exactly
-        ({"model_calls": 6}, "lookup_knowledge", True, "EXECUTE"),  # two rounds left
-        ({"model_calls": 7}, "lookup_knowledge", True, "STOP_REQUIRED"),  # the last is the Draft's
-        ({"model_calls": 7}, "run_shell", True, "STOP_REQUIRED"),
-        ({"model_calls": 7}, "run_shell", False, "UNKNOWN_TOOL"),
-        ({"model_calls": 7}, "lookup_knowledge", False, "ONE_TOOL_PER_ROUND"),
+        ({"model_calls": 6}, "lookup_knowledge", True, "EXECUTE"),
+        ({"model_calls": 7}, "lookup_knowledge", True, "EXECUTE"),  # round 8 reads its result
+        ({"model_calls": 8}, "lookup_knowledge", True, "STOP_REQUIRED"),  # no round after it
+        ({"model_calls": 9}, "lookup_knowledge", True, "STOP_REQUIRED"),
+        ({"model_calls": 8}, "run_shell", True, "STOP_REQUIRED"),
+        ({"model_calls": 8}, "run_shell", False, "UNKNOWN_TOOL"),
+        ({"model_calls": 8}, "lookup_knowledge", False, "ONE_TOOL_PER_ROUND"),
         ({"tool_calls": 5}, "lookup_knowledge", True, "EXECUTE"),
         ({"tool_calls": 6}, "lookup_knowledge", True, "STOP_REQUIRED"),
         ({"tool_calls": 7}, "lookup_knowledge", True, "STOP_REQUIRED"),
@@ -285,7 +287,7 @@ def test_an_invalid_envelope_names_its_field() -> None:
 
 @pytest.mark.parametrize(
     ("usage", "streak", "expected"),
-    [({"tool_calls": 6}, 0, TOOLS_SPENT), ({"model_calls": 7}, 0, LAST_ROUND), ({}, 2, SATURATED)],
+    [({"tool_calls": 6}, 0, TOOLS_SPENT), ({"model_calls": 8}, 0, LAST_ROUND), ({}, 2, SATURATED)],
 )
 def test_an_invalid_envelope_in_a_run_that_must_stop_is_stop_required(
     usage: dict[str, int], streak: int, expected: StopReason
@@ -395,7 +397,7 @@ def test_with_nothing_pending_an_evaluation_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("usage", "streak", "expected"),
-    [({"tool_calls": 6}, 0, TOOLS_SPENT), ({"model_calls": 7}, 0, LAST_ROUND), ({}, 2, SATURATED)],
+    [({"tool_calls": 6}, 0, TOOLS_SPENT), ({"model_calls": 8}, 0, LAST_ROUND), ({}, 2, SATURATED)],
 )
 def test_a_refused_evaluation_in_a_run_that_must_stop_is_stop_required(
     usage: dict[str, int], streak: int, expected: StopReason
@@ -509,11 +511,13 @@ def test_a_duplicate_carries_the_evaluation_it_consumed() -> None:
     ("usage", "streak", "expected"),
     [
         ({"tool_calls": 6}, 0, TOOLS_SPENT),
-        ({"model_calls": 7}, 0, LAST_ROUND),
+        ({"model_calls": 8}, 0, LAST_ROUND),
         ({}, 2, SATURATED),
-        ({"model_calls": 7, "tool_calls": 6}, 2, SATURATED),
-        ({"model_calls": 7, "tool_calls": 6}, 0, TOOLS_SPENT),
-        ({"prompt_tokens": 58_801, "last_round_tokens": 600}, 0, TOKENS),
+        ({"model_calls": 8, "tool_calls": 6}, 2, SATURATED),
+        ({"model_calls": 8, "tool_calls": 6}, 0, TOOLS_SPENT),
+        # one more round like the last (600) plus the observation's estimate (1024): 1624
+        ({"prompt_tokens": 58_377, "last_round_tokens": 600}, 0, TOKENS),
+        ({"completion_tokens": 58_977}, 0, TOKENS),
     ],
 )
 def test_each_cause_of_stop_required_is_named_for_every_kind_of_request(
@@ -532,7 +536,9 @@ def test_each_cause_of_stop_required_is_named_for_every_kind_of_request(
             stop_required_observation(call_id, name, max_bytes=4096, hints=ZH)
         )
     # The same request in a healthy run is not stopped.
-    assert code(decide(context(prompt_tokens=58_800, last_round_tokens=600))) == "EXECUTE"
+    assert code(decide(context(prompt_tokens=58_376, last_round_tokens=600))) == "EXECUTE"
+    assert code(decide(context(completion_tokens=58_976))) == "EXECUTE"
+    assert code(decide(context(model_calls=7))) == "EXECUTE"
 
 
 def test_an_unrecorded_stop_required_records_nothing() -> None:
