@@ -5,7 +5,8 @@ changes nothing and returns a tagged decision — run the adapter (``Execute``),
 running it (``Respond``), or end the run now (``Stop``). Each decision carries the ledger
 effects it implies (the evaluation it consumes, a duplicate counted as NO_GAIN, a stop to
 require). ``handle`` applies them, runs the adapter for ``Execute``, records the canonical
-invocation, bounds the observation and accounts its bytes.
+invocation, projects a READY result through its tool's whitelist (``sre_diag.harness.whitelist``:
+what does not fit it is ``ERROR INTERNAL``), bounds the observation and accounts its bytes.
 
 Order of checks for one request:
 
@@ -15,7 +16,8 @@ Order of checks for one request:
    byte capacity counts as the token budget).
 2. unknown tool → ``UNKNOWN_TOOL``; missing, reused or over-long id → ``INVALID_ENVELOPE``
    (neither creates a canonical invocation; the first request of a round that must stop is
-   answered STOP_REQUIRED instead).
+   answered STOP_REQUIRED instead). Reused means emitted before in this run, whatever it was
+   answered: ``handle`` burns every id it is given (``InvocationLedger.burn``).
 3. not the first request of its round → ``ONE_TOOL_PER_ROUND`` (also in the round that met a
    stop: the model sees STOP_REQUIRED and can still answer).
 4. envelope → pending evaluation → consume the evaluation → "must stop" (``Budgets``) →

@@ -223,3 +223,15 @@ def test_a_recorded_id_stays_burned_without_the_lookup() -> None:
     ledger = _ledger(_call("c1"))
     ledger._invocations.clear()  # what the ledger remembers of the id is not only the list
     assert ledger.burned("c1")
+
+
+def test_an_invocation_is_found_by_the_value_of_its_id() -> None:
+    # Ids come from parsed JSON: an equal id is usually another string object.
+    recorded = "".join(["call-", str(4096)])
+    asked = "call-" + str(2048 * 2)
+    assert recorded == asked and recorded is not asked
+    ledger = _ledger(_call(recorded))
+    found = ledger.find(asked)
+    assert found is not None and found.tool_call_id == recorded
+    ledger.apply_evaluation(asked, Evaluation.NO_GAIN)
+    assert found.evaluation is Evaluation.NO_GAIN
