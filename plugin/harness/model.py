@@ -14,9 +14,15 @@ then). With ``off`` neither is sent: no ``response_format`` and no ``strict`` ke
 framework would send ``"strict": false``, which some OpenAI-compatible servers refuse).
 Either way the strict Draft parser and the citation check decide.
 
+Every request carries ``max_tokens``: the completion tokens the run has left
+(``Budgets.max_tokens``: the tokens left minus at least the previous round's prompt and
+completion, at most ``DIAG_MAX_DRAFT_BYTES``), read when the request is prepared.
+
 ``ModelRoundGate`` is a callback handler on the LLM's own CallbackManager. Its
 ``on_event_start`` runs before the HTTP request of every round: a failed check raises a typed
 ``BudgetStop`` there, so the request never reaches the server. ``on_event_end`` records usage
+(a round asking for tools that went over the token budget ends the run; a final answer that did
+is kept, its overrun recorded in ``Usage.overrun_tokens``)
 and refuses a response whose text is larger than any Draft may be (``OversizedResponse``)
 before the framework's memory tokenizes it: tiktoken needs minutes of CPU on a multi-megabyte
 text, in a worker thread that neither the deadline nor a cancel can stop.
