@@ -38,8 +38,10 @@ def _reason(sql: str, schema: Schema = INCIDENT_SCHEMA) -> RefusalReason:
 @pytest.mark.parametrize(
     ("sql", "masked"),
     [
-        ("SELECT * FROM api_credentials", (False, False, True, True, False)),
-        ("SELECT c.* FROM api_credentials AS c", (False, False, True, True, False)),
+        # a star expands to the readable columns only (no column classified secret)
+        ("SELECT * FROM api_credentials", (False, False, False)),
+        ("SELECT c.* FROM api_credentials AS c", (False, False, False)),
+        ("SELECT provider, API_KEY, Secret_Token FROM api_credentials", (False, True, True)),
         ("SELECT provider, api_key FROM api_credentials", (False, True)),
         ("SELECT api_key AS " + "a" * 300 + "_api_key FROM api_credentials", (True,)),
         ("SELECT id, api_key AS api_key, api_key AS api_key_2 FROM api_credentials",
@@ -47,7 +49,7 @@ def _reason(sql: str, schema: Schema = INCIDENT_SCHEMA) -> RefusalReason:
         ("SELECT o.*, c.api_key FROM orders o JOIN api_credentials c ON c.id = o.id",
          (False,) * 7 + (True,)),
         ("SELECT * FROM orders o JOIN api_credentials c ON c.id = o.id",
-         (False,) * 7 + (False, False, True, True, False)),
+         (False,) * 7 + (False, False, False)),
         ("WITH c AS (SELECT provider AS p FROM api_credentials) SELECT * FROM c", (False,)),
         ("SELECT id FROM orders UNION SELECT provider FROM api_credentials", (False,)),
         ("SELECT 1 AS one, NOW() AS t", (False, False)),
@@ -89,9 +91,9 @@ def test_a_star_the_schema_cannot_expand_is_refused() -> None:
         "SELECT id FROM orders NATURAL RIGHT JOIN api_credentials",
         "SELECT provider, api_key FROM api_credentials ORDER BY 2",
         "SELECT api_key FROM api_credentials GROUP BY 1",
-        "SELECT * FROM api_credentials ORDER BY 4 DESC",
+        "SELECT id, provider, api_key FROM api_credentials ORDER BY 3 DESC",
         "SELECT DISTINCT provider, secret_token FROM api_credentials",
-        "SELECT DISTINCT c.* FROM api_credentials c",
+        "SELECT DISTINCT c.provider, c.Api_Key FROM api_credentials c",
         "SELECT provider, SUM(1) OVER (PARTITION BY secret_token) FROM api_credentials",
         "SELECT provider, LAG(provider) OVER (ORDER BY api_key) FROM api_credentials",
         "SELECT provider FROM api_credentials GROUP BY provider HAVING COUNT(api_key) > 1",

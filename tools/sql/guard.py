@@ -63,6 +63,7 @@ from sre_diag.tools.sql.walk import (
     MAX_LIKE_WILDCARDS,
     MAX_TYPE_PARAMETER,
     SYSTEM_SCHEMAS,
+    SecretNames,
     TreeChecker,
     check_secret_positions,
     is_secret_column,
@@ -114,14 +115,15 @@ def check_sql(
     schema's columns and the typed pass (:mod:`sre_diag.tools.sql.bounds`) bounds every
     expression and refuses extraction from text columns; without it only the untyped checks run.
     """
+    secret = secret_names(schema)
     try:
         tree = _parse_single_query(sql)
-        TreeChecker(database=database, allowed_tables=allowed_tables).check(tree)
+        TreeChecker(database=database, allowed_tables=allowed_tables, secret=secret).check(tree)
         if schema is not None:
-            expand_stars(tree, schema)
-            cap_wide_projections(tree, schema)
+            expand_stars(tree, schema, secret)
+            cap_wide_projections(tree, schema, secret)
             check_shapes(tree, schema)
-        check_secret_positions(tree)
+        check_secret_positions(tree, secret)
     except Refusal as refusal:
         return Refused(refusal.reason, refusal.detail)
     except BoundViolation as violation:
@@ -132,6 +134,18 @@ def check_sql(
     except Exception as error:  # a parser/generator surprise is a refusal, never a crash
         return Refused(RefusalReason.UNSUPPORTED_SYNTAX, type(error).__name__)
     return Allowed(tree)
+
+
+def secret_names(schema: Schema | None) -> SecretNames:
+    """The secret column names of ``schema`` (case-folded) beside the name classifier."""
+    if schema is None:
+        return SecretNames()
+    return SecretNames(frozenset(
+        column.name.casefold()
+        for columns in schema.values()
+        for column in columns
+        if column.secret or is_secret_column(column.name)
+    ))  # fmt: skip
 
 
 _BOUND_REASONS = {
@@ -184,7 +198,7 @@ def prepare_sql(
             return Refused(RefusalReason.RENDER_MISMATCH, f"re-check: {again.reason}")
         if limit_rows(again.expression, max_rows) != text:
             return Refused(RefusalReason.RENDER_MISMATCH, "rendering is not a fixed point")
-        masked = projection_masks(again.expression)
+        masked = projection_masks(again.expression, secret_names(schema))
     except Refusal as refusal:
         return Refused(refusal.reason, refusal.detail)
     except RecursionError:
