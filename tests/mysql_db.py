@@ -3,8 +3,8 @@
 The session fixture runs ``scripts/setup_mysql.py --demo-data`` into the database
 ``diag_test_<RUN>`` (dropped first if an earlier session of this run left it) with the read-only
 account ``diag_test_ro_<RUN>`` on ``localhost`` / ``127.0.0.1`` and this suite's own password
-(column-level grants: every non-secret column of the bundled incident's business tables). The admin DSN
-comes from ``DIAG_TEST_MYSQL_ADMIN_DSN`` (default ``mysql://root@127.0.0.1:3306``). An
+(column-level grants: every non-secret column of the bundled incident's business tables). The
+admin DSN comes from ``DIAG_TEST_MYSQL_ADMIN_DSN`` (default ``mysql://root@127.0.0.1:3306``). An
 unreachable server FAILS the tests on purpose: a skipped security suite is indistinguishable
 from a passing one in CI.
 """

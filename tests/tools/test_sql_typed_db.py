@@ -16,6 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pymysql
 import pytest
@@ -122,6 +123,12 @@ def typed_db(mysql_ro_dsn: str) -> Iterator[None]:
         )
 
 
+def _reader(**options: Any) -> MysqlAdapter:
+    """The read-only account (db-level SELECT, so the credentials table is readable: the guard
+    is tested here as the second layer, beside the secrecy verdict)."""
+    return MysqlAdapter(_dsn(RO_USER), (), require_column_grants=False, **options)
+
+
 @pytest.fixture(params=["writable", "read-only"])
 async def adapter(request: pytest.FixtureRequest, typed_db: None) -> AsyncIterator[MysqlAdapter]:
     writable = request.param == "writable"
@@ -197,7 +204,10 @@ async def test_secret_columns_are_masked_whatever_the_label(
 
 @pytest.mark.parametrize(
     "sql",
-    ["SELECT * FROM api_credentials", "SELECT * FROM orders o JOIN api_credentials c ON c.id = o.id"],
+    [
+        "SELECT * FROM api_credentials",
+        "SELECT * FROM orders o JOIN api_credentials c ON c.id = o.id",
+    ],
 )
 async def test_a_star_expands_to_the_readable_columns_only(adapter: MysqlAdapter, sql: str) -> None:
     result = await adapter.invoke(_call(sql))
@@ -362,7 +372,7 @@ async def test_any_value_never_reaches_a_stored_function(adapter: MysqlAdapter) 
 
 
 async def test_a_sub_millisecond_cap_still_caps(typed_db: None) -> None:
-    tiny = MysqlAdapter(_dsn(RO_USER), (), require_column_grants=False, statement_timeout_seconds=0.0004)
+    tiny = _reader(statement_timeout_seconds=0.0004)
     started = time.monotonic()
     try:
         result = await tiny.invoke(_call(
@@ -383,7 +393,7 @@ async def test_reads_do_not_lock_under_a_global_serializable(typed_db: None) -> 
     """A writer holds a row lock; the diagnosis reads the committed row without waiting."""
     (previous,) = _admin_rows("SELECT @@GLOBAL.tx_isolation")[0]
     writer = _admin(DB)
-    reader = MysqlAdapter(_dsn(RO_USER), (), require_column_grants=False, statement_timeout_seconds=2.0)
+    reader = _reader(statement_timeout_seconds=2.0)
     try:
         _admin_do("SET GLOBAL TRANSACTION ISOLATION LEVEL SERIALIZABLE")
         with writer.cursor() as cur:
@@ -408,7 +418,7 @@ async def test_reads_do_not_lock_under_a_global_serializable(typed_db: None) -> 
 async def test_a_public_grant_makes_the_account_not_read_only(typed_db: None) -> None:
     try:
         _admin_do(f"GRANT INSERT, DELETE ON {DB}.* TO PUBLIC")
-        fresh = MysqlAdapter(_dsn(RO_USER), (), require_column_grants=False)
+        fresh = _reader()
         try:
             verdict = await fresh.read_only_verdict()
             assert verdict is not None and not verdict.read_only
@@ -425,7 +435,7 @@ async def test_a_public_grant_makes_the_account_not_read_only(typed_db: None) ->
 async def test_a_verdict_that_changes_disables_the_adapter_logged_once(
     typed_db: None, caplog: pytest.LogCaptureFixture
 ) -> None:
-    adapter = MysqlAdapter(_dsn(RO_USER), (), require_column_grants=False, verdict_refresh_seconds=0.2)
+    adapter = _reader(verdict_refresh_seconds=0.2)
     try:
         assert isinstance(await adapter.invoke(_call("SELECT id FROM notes")), Ready)
         try:
@@ -486,7 +496,7 @@ async def test_a_value_cut_by_group_concat_never_shows_a_partial_secret(typed_db
     emoji, ascii_fill = divmod(room, 4)
     separator = " " + "x" * ascii_fill + "\U0001f600" * emoji + " "
     sql = f"SELECT GROUP_CONCAT(note ORDER BY id SEPARATOR '{separator}') AS x FROM notes"
-    wide = MysqlAdapter(_dsn(RO_USER), (), require_column_grants=False, max_cell_chars=3000)
+    wide = _reader(max_cell_chars=3000)
     try:
         result = await wide.invoke(_call(sql))
     finally:
@@ -588,8 +598,8 @@ async def test_a_hostile_result_is_streamed_capped_and_off_the_loop(typed_db: No
 
     rows = ", ".join(f"({i}, '{HEAVY}')" for i in range(1, 61))
     _admin_do("DELETE FROM wide", f"INSERT INTO wide (id, a) VALUES {rows}", database=DB)
-    wide = MysqlAdapter(_dsn(RO_USER), (), require_column_grants=False, max_cell_chars=4096)
-    capped = MysqlAdapter(_dsn(RO_USER), (), require_column_grants=False, max_cell_chars=4096, max_result_bytes=100_000)
+    wide = _reader(max_cell_chars=4096)
+    capped = _reader(max_cell_chars=4096, max_result_bytes=100_000)
     lags: list[float] = []
     stop = asyncio.Event()
 
@@ -640,7 +650,7 @@ async def test_rows_of_tens_of_mib_arrive_cut_by_the_guard(typed_db: None) -> No
                 "INSERT INTO wide (id, big) VALUES (%s, CONCAT(%s, REPEAT('y', 12582912)))",
                 (i, f"password={KV_PASSWORD} Authorization: Bearer {BEARER} "),
             )
-    adapter = MysqlAdapter(_dsn(RO_USER), (), require_column_grants=False, max_cell_chars=CAP_CHARS)
+    adapter = _reader(max_cell_chars=CAP_CHARS)
     try:
         await adapter.invoke(_call("SELECT 1 AS warm"))
         tracemalloc.start()
