@@ -91,7 +91,6 @@ async def test_hostile_corpus_is_refused_with_explicit_allowlist(mysql_ro_dsn: s
         for sql, _ in HOSTILE:
             if sql.strip("; "):
                 assert await _invoke(explicit, sql) == Failed(AdapterErrorCode.FORBIDDEN_QUERY)
-        assert explicit.pools_created == 0  # refused before any connection was needed
     finally:
         await explicit.aclose()
 
@@ -272,8 +271,9 @@ async def test_pool_created_once_bounded_and_closed(mysql_ro_dsn: str) -> None:
     pooled = MysqlAdapter(mysql_ro_dsn, (), pool_max=2)
     assert pooled.pools_created == 0 and not pooled.pool_open
     results = await asyncio.gather(
-        *(pooled.invoke(_call(f"SELECT COUNT(*) AS n FROM orders WHERE id > 'ord_{i}'", i))
-          for i in range(8))
+        *(pooled.invoke(_call(
+            f"SELECT COUNT(*) AS n FROM orders WHERE created_at > '2026-11-28 0{i}:00'", i
+        )) for i in range(8))
     )  # fmt: skip
     assert all(isinstance(result, Ready) for result in results)
     assert pooled.pools_created == 1 and pooled.pool_open

@@ -203,12 +203,6 @@ class MysqlAdapter:
         if self._dsn is None:
             return Failed(AdapterErrorCode.NOT_CONFIGURED)
         dsn = self._dsn
-        if self._configured_tables is not None:
-            # A known allowlist: refuse what the untyped checks refuse before touching the pool.
-            early = await asyncio.to_thread(self._early_guard, call, dsn.database,
-                                            self._configured_tables)  # fmt: skip
-            if early is not None:
-                return early
         try:
             return await self._invoke_connected(call, dsn)
         except PoolUnavailable:
@@ -238,23 +232,13 @@ class MysqlAdapter:
 
     # --- internals --------------------------------------------------------------------------
 
-    def _early_guard(
-        self, call: AdapterCall[MysqlInput], database: str, tables: frozenset[str]
-    ) -> Failed | None:
-        # The guard (sqlglot, ~50 ms to import) loads at the first statement: a run that sends
-        # none never imports it; ``warm`` imports it ahead for a long-lived process.
-        from sre_diag.tools.sql.guard import Refused, check_sql
-
-        decision = check_sql(call.input.sql, database=database, allowed_tables=tables)
-        if isinstance(decision, Refused):
-            self._log_refusal(call, decision)
-            return Failed(AdapterErrorCode.FORBIDDEN_QUERY)
-        return None
-
     def _guard(self, call: AdapterCall[MysqlInput], facts: _ServerFacts) -> Failed | Prepared:
-        """The verified text to send and its masks, or ``FORBIDDEN_QUERY``.
+        """The verified text to send, its masks and post-redaction functions, or
+        ``FORBIDDEN_QUERY``: ONE guard pass (and one parse of the rendering).
 
-        The guard parses with sqlglot (~5 ms, twice): the caller runs this in a thread.
+        The guard (sqlglot, ~50 ms to import) loads at the first statement: a run that sends
+        none never imports it; ``warm`` imports it ahead for a long-lived process. CPU work:
+        the caller runs this in a thread.
         """
         from sre_diag.tools.sql.guard import Prepared, prepare_sql
 
@@ -304,7 +288,7 @@ class MysqlAdapter:
             return Failed(AdapterErrorCode.INTERNAL)
         truncated = len(rows) > self._max_rows or not complete
         items = await asyncio.to_thread(
-            self._rows.project, columns, rows[: self._max_rows], prepared.masked
+            self._rows.project, columns, rows[: self._max_rows], prepared.masked, prepared.post
         )
         return Ready(items=items, truncated=truncated)
 
