@@ -243,6 +243,19 @@ class _Shapes:
         for name, shape in zip(names, shapes, strict=True):
             self._merge(name, shape)
 
+    def register_set_outputs(self, operation: exp.SetOperation) -> None:
+        """A set operation's outputs carry the first branch's names and every branch's values
+        (column text beside a literal row is ``mixed``)."""
+        first: exp.Expr = operation
+        while isinstance(first, exp.SetOperation):
+            first = first.this
+        if not isinstance(first, exp.Select):
+            return
+        names = [p.alias_or_name for p in first.expressions]
+        for name, shape in zip(names, self._positions(operation, len(names)), strict=True):
+            if name:
+                self._merge(name, shape)
+
     def _positions(self, query: exp.Expr | None, count: int) -> list[Shape]:
         if isinstance(query, exp.Select) and len(query.expressions) == count:
             return [self.of(projection) for projection in query.expressions]
@@ -578,6 +591,7 @@ def check_shapes(root: exp.Query, schema: Schema) -> None:
     shapes = _Shapes(root, schema)
     selects = list(root.find_all(exp.Select))
     aliases = [a for a in root.find_all(exp.TableAlias) if a.columns]
+    operations = list(root.find_all(exp.SetOperation))
     for _ in range(len(selects) + 2):
         before = shapes.names()
         shapes.restart()
@@ -585,6 +599,8 @@ def check_shapes(root: exp.Query, schema: Schema) -> None:
             shapes.register_outputs(select)
         for alias in aliases:
             shapes.register_column_aliases(alias)
+        for operation in operations:
+            shapes.register_set_outputs(operation)
         if shapes.names() == before:
             break
     else:
