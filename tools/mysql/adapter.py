@@ -34,8 +34,10 @@ import hashlib
 import importlib
 import logging
 import math
+import threading
 import time as clock
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +105,8 @@ _KILL_TIMEOUT_SECONDS = 0.6
 MIN_STATEMENT_TIMEOUT_SECONDS = 0.01
 # Bytes of cell data read from one result before the adapter stops reading (streamed).
 MAX_RESULT_BYTES = 1024 * 1024
+# Guard decisions kept per adapter, by statement text, for the facts they were made with.
+_PREPARED_CACHE = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +181,8 @@ class MysqlAdapter:
         self._verdict_refresh = verdict_refresh_seconds
         self._max_result_bytes = max_result_bytes
         self._single_statement: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._prepared: OrderedDict[str, tuple[float, Prepared | Refused]] = OrderedDict()
+        self._prepared_lock = threading.Lock()
         self._lock = asyncio.Lock()
         self._pool: Any = None
         self._facts: _ServerFacts | None = None
@@ -242,10 +248,22 @@ class MysqlAdapter:
         """
         from sre_diag.tools.sql.guard import Prepared, prepare_sql
 
-        decision = prepare_sql(
-            call.input.sql, database=self._database(), allowed_tables=facts.allowed_tables,
-            max_rows=self._max_rows, schema=facts.schema,
-        )  # fmt: skip
+        sql = call.input.sql
+        with self._prepared_lock:
+            cached = self._prepared.get(sql)
+            if cached is not None and cached[0] == facts.read_at:
+                self._prepared.move_to_end(sql)
+        if cached is not None and cached[0] == facts.read_at:
+            decision = cached[1]  # decided with these very facts: the same verdict
+        else:
+            decision = prepare_sql(
+                sql, database=self._database(), allowed_tables=facts.allowed_tables,
+                max_rows=self._max_rows, schema=facts.schema,
+            )  # fmt: skip
+            with self._prepared_lock:
+                self._prepared[sql] = (facts.read_at, decision)
+                while len(self._prepared) > _PREPARED_CACHE:
+                    self._prepared.popitem(last=False)
         if isinstance(decision, Prepared):
             return decision
         self._log_refusal(call, decision)

@@ -191,7 +191,7 @@ def prepare_sql(
     """
     try:
         tree, post = _checked(sql, database, allowed_tables, schema)
-        limited = _with_limit(tree, max_rows)
+        limited = _with_limit(tree, max_rows, copy=False)  # the checked tree is ours alone
         text = _render(limited)
         _verify_rendering(limited, text)
         _check_fixed_point(text)
@@ -231,11 +231,11 @@ def limit_rows(expression: exp.Query, max_rows: int) -> str:
     return _render(_with_limit(expression, max_rows))
 
 
-def _with_limit(expression: exp.Query, max_rows: int) -> exp.Query:
+def _with_limit(expression: exp.Query, max_rows: int, *, copy: bool = True) -> exp.Query:
     if max_rows < 0:
         raise ValueError("max_rows must be >= 0")
     cap = max_rows + 1
-    limited = expression.copy()
+    limited = expression.copy() if copy else expression
     current = limited.args.get("limit")
     if not (isinstance(current, exp.Limit) and _literal_int(current.expression, cap)):
         limited = limited.limit(cap, copy=False)
