@@ -87,6 +87,8 @@ def test_secret_columns_masked_by_resolved_name_and_absent_from_stars() -> None:
         "SELECT MAX(IF(id = 1, note, 'password=m')) AS x FROM notes",
         "SELECT x FROM (SELECT note AS x FROM notes UNION ALL SELECT 'password=m') AS d ORDER BY x",
         "SELECT note FROM notes UNION SELECT 'password=m' ORDER BY 1",
+        "SELECT x FROM (SELECT note AS x FROM notes WHERE id = (SELECT MAX(id) FROM notes)"
+        " UNION ALL SELECT 'password=m') AS d ORDER BY x",
         "SELECT MIN(x) FROM (SELECT COALESCE(note, 'zz') AS x FROM notes) AS d",
         # text pieces through sibling CTEs, column lists and same-named columns
         "WITH a AS (SELECT note AS k FROM notes), b AS (SELECT SUBSTRING(k, 1, 5) AS x FROM a)"

@@ -252,6 +252,10 @@ class _Shapes:
         if not isinstance(first, exp.Select):
             return
         names = [p.alias_or_name for p in first.expressions]
+        widths = {len(b.expressions) if isinstance(b, exp.Select) else -1
+                  for b in _branches(operation)}  # fmt: skip
+        if widths != {len(names)}:
+            return  # branches of different widths: the server refuses the statement
         for name, shape in zip(names, self._positions(operation, len(names)), strict=True):
             if name:
                 self._merge(name, shape)
@@ -465,6 +469,15 @@ class _Shapes:
         for value in values:
             parts.extend((value, separator))
         return parts[:-1] if parts else []
+
+
+def _branches(node: exp.Expr) -> list[exp.Expr]:
+    """The queries a set operation combines, in order (parentheses unwrapped)."""
+    while isinstance(node, exp.Subquery):
+        node = node.this
+    if isinstance(node, exp.SetOperation):
+        return [*_branches(node.this), *_branches(node.expression)]
+    return [node]
 
 
 def _whole(args: list[Shape]) -> Shape:
