@@ -45,6 +45,7 @@ from sre_diag.commands.errors import SetupError
 from sre_diag.resources import BUNDLED_MYSQL
 
 if TYPE_CHECKING:  # the driver and the classifier load when the command runs, not at --help
+    from sre_diag.settings import Settings
     from sre_diag.tools.mysql.secrecy import SecretClassifier
 
 __all__ = [
@@ -372,15 +373,10 @@ def _execute(cur: Any, plan: AccountPlan, database: str) -> None:
         raise
 
 
-def state_dir_of(settings: Any) -> Path:
+def state_dir_of(settings: Settings) -> Path:
     """``DIAG_STATE_DIR`` (default ``$XDG_STATE_HOME/sre-diag``, else
-    ``~/.local/state/sre-diag``)."""
-    configured = getattr(settings, "state_dir", None)
-    if isinstance(configured, Path):
-        return configured
-    xdg = os.environ.get("XDG_STATE_HOME", "")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
-    return base / "sre-diag"
+    ``~/.local/state/sre-diag``): where the generated password is kept."""
+    return settings.state_dir
 
 
 def _printed(plan: AccountPlan) -> str:
