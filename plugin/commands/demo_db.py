@@ -96,7 +96,7 @@ async def _find_local(state_dir: Path) -> DemoDatabase:
         if await reachable(dsn):
             return DemoDatabase(dsn)
         reasons.append(f"the demo account set up through {_where(admin)} does not answer")
-    return DemoDatabase(None, reasons[-1] if reasons else "no local MySQL/MariaDB found")
+    return DemoDatabase(None, "; ".join(reasons) or "no local MySQL/MariaDB found")
 
 
 def _where(admin: str) -> str:

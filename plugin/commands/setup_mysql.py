@@ -55,11 +55,13 @@ __all__ = [
     "SetupError",
     "add_arguments",
     "admin_connection",
+    "column_grants",
     "main",
     "password_file",
     "read_password",
     "run_setup",
     "state_dir_of",
+    "table_columns",
 ]
 
 # ``examples/incident/mysql``, found where the package is installed (wheel or editable).
@@ -186,7 +188,8 @@ def _database_state(cur: Any, database: str) -> tuple[bool, int]:
     return exists, int(cur.fetchone()[0])
 
 
-def _table_columns(cur: Any, database: str) -> dict[str, list[str]]:
+def table_columns(cur: Any, database: str) -> dict[str, list[str]]:
+    """Each table's columns in table order, as the admin sees them."""
     cur.execute(
         "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s"
         " ORDER BY TABLE_NAME, ORDINAL_POSITION",
@@ -288,7 +291,7 @@ def plan_setup(cur: Any, args: argparse.Namespace, stored: str | None) -> Accoun
                 f"database {args.database} does not exist (use --demo-data to create the"
                 " bundled demo database)"
             )
-        columns = _table_columns(cur, args.database)
+        columns = table_columns(cur, args.database)
         allowed = list(args.allowed_tables) or sorted(columns)
     cur.execute("SELECT VERSION()")
     mariadb = "mariadb" in str(cur.fetchone()[0]).lower()
