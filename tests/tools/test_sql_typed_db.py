@@ -722,3 +722,25 @@ async def test_bounded_keys_over_a_huge_join_stop_at_the_cap(mysql_ro_dsn: str, 
         f"WHERE USER = '{ro_user}' AND COMMAND = 'Query'"
     )
     assert running == [(0,)]
+
+
+async def test_a_repeated_statement_is_decided_again_after_the_facts_change(
+    typed_db: None,
+) -> None:
+    """The guard's decision is reused only with the facts it was made with: a column added to
+    the schema shows in ``*`` once the facts are re-read."""
+    _admin_do("CREATE TABLE cached (id INT PRIMARY KEY)", "INSERT INTO cached VALUES (1)",
+              database=DB)  # fmt: skip
+    adapter = _reader(verdict_refresh_seconds=0.2)
+    try:
+        first = await adapter.invoke(_call("SELECT * FROM cached"))
+        assert isinstance(first, Ready)
+        assert [set(r.cells) for r in first.items if isinstance(r, MysqlRow)] == [{"id"}]
+        _admin_do("ALTER TABLE cached ADD COLUMN kind VARCHAR(8) DEFAULT 'k'", database=DB)
+        await asyncio.sleep(0.3)
+        again = await adapter.invoke(_call("SELECT * FROM cached"))
+        assert isinstance(again, Ready)
+        assert [set(r.cells) for r in again.items if isinstance(r, MysqlRow)] == [{"id", "kind"}]
+    finally:
+        await adapter.aclose()
+        _admin_do("DROP TABLE IF EXISTS cached", database=DB)
