@@ -90,6 +90,10 @@ def test_secret_columns_masked_by_resolved_name_and_absent_from_stars() -> None:
         "SELECT x FROM (SELECT note AS x FROM notes WHERE id = (SELECT MAX(id) FROM notes)"
         " UNION ALL SELECT 'password=m') AS d ORDER BY x",
         "SELECT MIN(x) FROM (SELECT COALESCE(note, 'zz') AS x FROM notes) AS d",
+        "SELECT GROUP_CONCAT(x ORDER BY x SEPARATOR ' ') AS g FROM (SELECT note AS x FROM notes"
+        " UNION ALL SELECT 'password=m') AS d",
+        "SELECT x, RANK() OVER (ORDER BY x) AS r FROM (SELECT note AS x FROM notes"
+        " UNION ALL SELECT 'password=m') AS d",
         # text pieces through sibling CTEs, column lists and same-named columns
         "WITH a AS (SELECT note AS k FROM notes), b AS (SELECT SUBSTRING(k, 1, 5) AS x FROM a)"
         " SELECT x FROM b",

@@ -440,6 +440,9 @@ class _Shapes:
 
     def _builder(self, node: exp.Expr) -> Shape:
         if isinstance(node, exp.GroupConcat):
+            order = node.this if isinstance(node.this, exp.Order) else None
+            if order is not None:  # the values' order would compare text with a literal row
+                _compared([self.of(key) for key in order.expressions], "GROUP_CONCAT ORDER BY")
             inner = _concatenated(self._builder_parts(node.this, node.args.get("separator")))
             return Shape(inner.tainted, min(inner.size, _GROUP_CONCAT_MAX_BYTES))
         if isinstance(node, exp.ConcatWs):
@@ -603,6 +606,17 @@ def check_shapes(root: exp.Query, schema: Schema) -> None:
     """
     shapes = _Shapes(root, schema)
     selects = list(root.find_all(exp.Select))
+    _settle_names(root, shapes, selects)
+    shapes.restart()
+    for node in root.walk():
+        shapes.of(node)
+    for select in selects:
+        _check_select(select, shapes)
+    _check_orderings(root, shapes)
+
+
+def _settle_names(root: exp.Query, shapes: _Shapes, selects: list[exp.Select]) -> None:
+    """Learn the outputs' names until they stop changing; refused if they never settle."""
     aliases = [a for a in root.find_all(exp.TableAlias) if a.columns]
     operations = list(root.find_all(exp.SetOperation))
     for _ in range(len(selects) + 2):
@@ -615,18 +629,20 @@ def check_shapes(root: exp.Query, schema: Schema) -> None:
         for operation in operations:
             shapes.register_set_outputs(operation)
         if shapes.names() == before:
-            break
-    else:
-        raise BoundViolation(COMPLEX, "names do not settle")
-    shapes.restart()
-    for node in root.walk():
-        shapes.of(node)
-    for select in selects:
-        _check_select(select, shapes)
+            return
+    raise BoundViolation(COMPLEX, "names do not settle")
+
+
+def _check_orderings(root: exp.Query, shapes: _Shapes) -> None:
+    """A set operation's or a window's ORDER BY never sorts mixed column text."""
     for operation in root.find_all(exp.SetOperation):
         order = operation.args.get("order")
         if isinstance(order, exp.Order):
             _compared([shapes.of(operation)], "ORDER BY of a set operation")
+    for window in root.find_all(exp.Window):
+        order = window.args.get("order")
+        if isinstance(order, exp.Order):
+            _compared([shapes.of(key) for key in order.expressions], "a window's ORDER BY")
 
 
 def _check_select(select: exp.Select, shapes: _Shapes) -> None:
