@@ -83,10 +83,10 @@ class Settings(BaseSettings):
     account's password): ``$XDG_STATE_HOME/sre-diag``, else ``~/.local/state/sre-diag``."""
 
     knowledge_dir: Path | None = Field(default=None, validation_alias="DIAG_KNOWLEDGE_DIR")
-    """Unset: ``lookup_knowledge`` answers ``NOT_CONFIGURED`` (only ``demo``/``eval`` use the
-    bundled runbooks, ``sre_diag.resources.BUNDLED_KNOWLEDGE``)."""
+    """Folder of Markdown runbooks for ``lookup_knowledge`` (regular files inside it only);
+    unset: it answers ``NOT_CONFIGURED`` (only ``demo`` and ``eval`` use bundled runbooks)."""
     logs_source: str | None = Field(default=None, validation_alias="DIAG_LOGS_SOURCE")
-    """Unset: ``query_logs`` answers ``NOT_CONFIGURED`` (a folder, or a Loki base URL)."""
+    """A JSON-lines folder or a Loki base URL; unset: ``query_logs`` answers ``NOT_CONFIGURED``."""
     loki_service_label: str = Field(
         default="service",
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
@@ -130,8 +130,8 @@ class Settings(BaseSettings):
     )
     """How often the services, tables and runbook titles in the tool descriptions are re-read."""
     prompt: str = Field(default="zh", validation_alias="DIAG_PROMPT")
-    """``zh``, ``en``, or the path of a system prompt file with the same slots (see
-    ``sre_diag.contract.prompts``)."""
+    """``zh``, ``en``, or the path of a system prompt file with the same slots: the language
+    of the system prompt, tool descriptions and hints (the model answers in the question's)."""
 
     slack_bot_token: SecretStr | None = Field(default=None, validation_alias="SLACK_BOT_TOKEN")
     slack_app_token: SecretStr | None = Field(default=None, validation_alias="SLACK_APP_TOKEN")
@@ -161,7 +161,7 @@ class Settings(BaseSettings):
         default=(), validation_alias="DIAG_ALERT_SOURCES"
     )
     """Bot ids (``B…``) or app ids (``A…``) whose new top-level messages in an admin channel
-    start a diagnosis automatically (CONTRACTS §10); empty: no automatic runs."""
+    start a diagnosis automatically; empty: no automatic runs."""
     alert_cooldown_seconds: float = Field(
         default=900.0, ge=0, validation_alias="DIAG_ALERT_COOLDOWN_SECONDS"
     )

@@ -39,12 +39,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sre_diag.commands.errors import ReplayError
 from sre_diag.contract.result import ExecutionResult
 from sre_diag.doubles.errors import ModelScriptError
-from sre_diag.doubles.recording_slack import RecordingSlackApi, blocks_to_text
+from sre_diag.doubles.recording_slack import RecordingSlackApi
 from sre_diag.doubles.scripted_model import ModelStep, ScriptedModelServer, load_cassette
 from sre_diag.settings import Settings
 from sre_diag.slack import register
 from sre_diag.slack.alerts import source_of
-from sre_diag.slack.blocks import EVIDENCE_ACTION_ID
+from sre_diag.slack.blocks import EVIDENCE_ACTION_ID, blocks_text
 from sre_diag.slack.gate import malformed_detail, slack_ts
 from sre_diag.slack.messages import DIAGNOSE_CALLBACK_ID
 
@@ -220,7 +220,7 @@ def _reading(params: dict[str, Any]) -> str:
     if isinstance(blocks, str):
         blocks = json.loads(blocks)
     if isinstance(blocks, list) and blocks:
-        return blocks_to_text(blocks)
+        return blocks_text(blocks)
     return str(params.get("text", ""))
 
 

@@ -198,6 +198,7 @@ async def test_healthy_configuration_every_part_ok(tmp_path: Path, mysql_account
     assert report["ok"] is True
     assert {c["name"]: c["status"] for c in report["checks"]} == {
         "runbooks": "OK", "logs": "OK", "mysql": "OK", "redis": "OK", "audit": "OK", "slack": "OK",
+        "model": "NOT_CONFIGURED",
     }  # fmt: skip
     assert checked.part("runbooks")["facts"]["sections"] == 2
     assert checked.part("logs")["facts"]["services"] == ["order-service", "payment-api"]
