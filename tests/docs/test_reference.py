@@ -85,8 +85,6 @@ _NOT_SETTINGS = {"DIAG_TEST_WORKERS"}
 # written. Each must become a real setting: once it is one, this test fails until the name is
 # removed from here (and the configuration page regenerated).
 _CONTRACT_PENDING = {
-    "DIAG_MYSQL_REQUIRE_COLUMN_GRANTS",
-    "DIAG_MYSQL_SECRET_COLUMNS",
     "DIAG_REDACT_EMAILS",
 }
 
