@@ -12,7 +12,7 @@ crash the process. Promises to the thread:
   be posted, with Slack's reason);
 - a final answer carries the Evidence button when the observations it cites are kept (for
   ``DIAG_EVIDENCE_TTL_SECONDS``, in the shared state, see ``evidence``), and 👍 / 👎;
-- the thread lock lives as long as the run (see ``state.ThreadLeases``) and a mention into a busy
+- the thread lock lives as long as the run (see ``leases.ThreadLeases``) and a mention into a busy
   thread gets one "busy" reply per run; shared state that cannot be reached gets a polite reply.
 """
 
@@ -46,13 +46,14 @@ from sre_diag.slack.evidence import EvidenceCollector
 from sre_diag.slack.fence import NO_FENCE, Fence
 from sre_diag.slack.job_entry import Job
 from sre_diag.slack.jobs import JobQueue
+from sre_diag.slack.leases import ThreadLeases
 from sre_diag.slack.links import LinkMaker
 from sre_diag.slack.lost import LostRuns
 from sre_diag.slack.pending import PendingRuns
 from sre_diag.slack.posting import final_status, post_status, say, update
 from sre_diag.slack.progress import ProgressTracker, StatusBoard, StatusBudget
 from sre_diag.slack.run_request import RunRequest, job_request, session_id, trigger
-from sre_diag.slack.state import Lease, SharedState, ThreadLeases
+from sre_diag.slack.state import Lease, SharedState
 from sre_diag.slack.wording import (
     BUSY,
     FAILED_CLOSED,
