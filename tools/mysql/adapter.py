@@ -30,7 +30,6 @@ exception text goes to the log only, never to the caller, and the DSN password i
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib
 import logging
 import math
@@ -56,32 +55,22 @@ from sre_diag.tools.base import (
 from sre_diag.tools.errors import PoolUnavailable
 from sre_diag.tools.mysql.codes import classify
 from sre_diag.tools.mysql.dsn import MysqlDsn, normalise_allowlist, parse_configured_dsn
-from sre_diag.tools.mysql.privileges import GrantVerdict, effective_grants_verdict
+from sre_diag.tools.mysql.facts import ServerFacts, read_facts
+from sre_diag.tools.mysql.privileges import GrantVerdict
 from sre_diag.tools.mysql.probe import probe_mysql
 from sre_diag.tools.mysql.rows import RowProjection
-from sre_diag.tools.mysql.secrecy import (
-    VISIBLE_COLUMNS_SQL,
-    GrantLine,
-    SecrecyVerdict,
-    SecretClassifier,
-    secrecy_verdict,
-)
+from sre_diag.tools.mysql.secrecy import SecrecyVerdict, SecretClassifier
 from sre_diag.tools.mysql.session import (
-    BASE_TABLES_SQL,
     GROUP_CONCAT_MAX_LEN,
     ISOLATION,
-    PASSWORD_CLAUSE,
     SESSION_INIT,
     QuietCursor,
     QuietStreamingCursor,
-    has_public_role,
     multi_statements_off,
-    read_schema,
 )
 from sre_diag.tools.mysql.values import cell_bytes
 from sre_diag.tools.redact import redact
 from sre_diag.tools.schemas import MysqlInput
-from sre_diag.tools.sql.columns import Schema
 
 if TYPE_CHECKING:
     from sre_diag.tools.sql.guard import Prepared, Refused
@@ -107,19 +96,6 @@ MIN_STATEMENT_TIMEOUT_SECONDS = 0.01
 MAX_RESULT_BYTES = 1024 * 1024
 # Guard decisions kept per adapter, by statement text, for the facts they were made with.
 _PREPARED_CACHE = 256
-
-
-@dataclass(frozen=True, slots=True)
-class _ServerFacts:
-    """What the adapter learns once per pool: the flavour and the tables the model may read."""
-
-    mariadb: bool
-    allowed_tables: frozenset[str]
-    privileges: GrantVerdict | None
-    secrecy: SecrecyVerdict
-    schema: Schema
-    grants_digest: str
-    read_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +161,7 @@ class MysqlAdapter:
         self._prepared_lock = threading.Lock()
         self._lock = asyncio.Lock()
         self._pool: Any = None
-        self._facts: _ServerFacts | None = None
+        self._facts: ServerFacts | None = None
         self._verdict_changed = False
         self._pools_created = 0
 
@@ -238,7 +214,7 @@ class MysqlAdapter:
 
     # --- internals --------------------------------------------------------------------------
 
-    def _guard(self, call: AdapterCall[MysqlInput], facts: _ServerFacts) -> Failed | Prepared:
+    def _guard(self, call: AdapterCall[MysqlInput], facts: ServerFacts) -> Failed | Prepared:
         """The verified text to send, its masks and post-redaction functions, or
         ``FORBIDDEN_QUERY``: ONE guard pass (and one parse of the rendering).
 
@@ -310,7 +286,7 @@ class MysqlAdapter:
         )
         return Ready(items=items, truncated=truncated)
 
-    def _refuses(self, facts: _ServerFacts) -> bool:
+    def _refuses(self, facts: ServerFacts) -> bool:
         """No statement runs for an account that can do more than read, that can read a column
         classified secret (with ``require_column_grants``), or whose grants changed since the
         adapter first read them."""
@@ -399,8 +375,9 @@ class MysqlAdapter:
         for table, column, column_type in rows:
             name = str(column)
             tables.setdefault(str(table), []).append(
-                ColumnInfo(name, str(column_type), masked=self._classifier.is_secret(
-                    str(table), name))
+                ColumnInfo(
+                    name, str(column_type), masked=self._classifier.is_secret(str(table), name)
+                )
             )
         return [TableColumns(table, tuple(columns)) for table, columns in tables.items()]
 
@@ -466,7 +443,7 @@ class MysqlAdapter:
             self._single_statement.add(conn)
         return conn
 
-    async def _ensure_facts(self, conn: Any, dsn: MysqlDsn) -> _ServerFacts:
+    async def _ensure_facts(self, conn: Any, dsn: MysqlDsn) -> ServerFacts:
         """Flavour, allowed tables, their schema and the privilege verdict, before any query;
         re-read every ``verdict_refresh_seconds``. A change of the grants disables the adapter
         for good (logged once)."""
@@ -476,39 +453,15 @@ class MysqlAdapter:
                 return old
             async with asyncio.timeout(self._statement_timeout + _CLIENT_GRACE_SECONDS):
                 async with conn.cursor(QuietCursor) as cur:
-                    facts = await self._read_facts(cur, dsn)
+                    facts = await read_facts(
+                        cur, dsn, configured_tables=self._configured_tables,
+                        classifier=self._classifier, require_read_only=self._require_read_only,
+                    )  # fmt: skip
             self._facts = facts
             self._log_facts(old, facts, dsn)
             return facts
 
-    async def _read_facts(self, cur: Any, dsn: MysqlDsn) -> _ServerFacts:
-        await cur.execute("SELECT VERSION()")
-        version = str((await cur.fetchone())[0])
-        mariadb = "mariadb" in version.lower()
-        lines: list[GrantLine] = []
-        verdict, digest = await self._privileges(cur, has_public_role(version), lines)
-        privileges, digest = (verdict, digest) if self._require_read_only else (None, "")
-        secrecy = await self._secrecy(cur, lines)
-        tables = self._configured_tables
-        if tables is None:
-            await cur.execute(BASE_TABLES_SQL, (dsn.database,))
-            tables = frozenset(str(row[0]) for row in await cur.fetchall())
-        schema = await read_schema(cur, dsn.database, tables, self._classifier)
-        return _ServerFacts(
-            mariadb=mariadb, allowed_tables=tables, privileges=privileges, secrecy=secrecy,
-            schema=schema, grants_digest=digest, read_at=clock.monotonic(),
-        )  # fmt: skip
-
-    async def _secrecy(self, cur: Any, lines: list[GrantLine]) -> SecrecyVerdict:
-        """Which columns classified secret the session can read (:mod:`.secrecy`)."""
-        await cur.execute("SELECT CURRENT_USER()")
-        user, _, host = str((await cur.fetchone())[0]).rpartition("@")
-        await cur.execute(VISIBLE_COLUMNS_SQL)
-        visible = [(str(a), str(b), str(c)) for a, b, c in await cur.fetchall()]
-        account = f"'{user}'@'{host}'"
-        return secrecy_verdict(visible, lines, self._classifier, account=account)
-
-    def _log_facts(self, old: _ServerFacts | None, facts: _ServerFacts, dsn: MysqlDsn) -> None:
+    def _log_facts(self, old: ServerFacts | None, facts: ServerFacts, dsn: MysqlDsn) -> None:
         privileges = facts.privileges
         if old is not None and old.grants_digest != facts.grants_digest:
             if not self._verdict_changed:
@@ -543,27 +496,6 @@ class MysqlAdapter:
                 " masked as a best-effort layer (DIAG_MYSQL_REQUIRE_COLUMN_GRANTS=false)",
                 dsn.user, names,
             )  # fmt: skip
-
-    @staticmethod
-    async def _privileges(
-        cur: Any, include_public: bool, collected: list[GrantLine]
-    ) -> tuple[GrantVerdict, str]:
-        """The verdict over the account, its roles and (MariaDB 10.11+) ``PUBLIC``, and a
-        digest of every grant line read (passwords left out); the lines go to ``collected``."""
-        seen: list[str] = []
-
-        async def show_grants(role: str | None) -> list[str]:
-            await cur.execute(
-                "SHOW GRANTS FOR CURRENT_USER()" if role is None else f"SHOW GRANTS FOR {role}"
-            )
-            lines = [str(row[0]) for row in await cur.fetchall()]
-            seen.extend(f"{role}\t{PASSWORD_CLAUSE.sub('', line)}" for line in lines)
-            collected.extend(GrantLine(role, line) for line in lines)
-            return lines
-
-        verdict = await effective_grants_verdict(show_grants, include_public=include_public)
-        digest = hashlib.sha256("\n".join(sorted(seen)).encode()).hexdigest()
-        return verdict, digest
 
     async def _run(
         self, conn: Any, sql: str, mariadb: bool, dsn: MysqlDsn
