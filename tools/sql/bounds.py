@@ -23,7 +23,9 @@ the cells that come back. So the guard gives every expression of the checked tre
 
 The columns' shapes (:class:`ColumnShape`, :func:`column_shape`, the :data:`Schema`) live in
 :mod:`sre_diag.tools.sql.columns`, which needs no sqlglot: the adapter reads them with the privilege
-verdict, before any statement is checked. They are re-exported here.
+verdict, before any statement is checked. They are re-exported here. The :class:`Shape` value, the
+fixed limits and the rules that combine and check shapes live in :mod:`sre_diag.tools.sql.shape`;
+this module walks the statement and applies them.
 
 The outermost ``*`` / ``t.*`` is expanded into the schema's columns beforehand
 (:mod:`sre_diag.tools.sql.stars`), so the adapter masks by the position of each checked projection
@@ -32,12 +34,9 @@ and never by the label the server returns.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-
 from sqlglot import exp
 
-from sre_diag.tools.errors import BoundViolation, RefusalReason
+from sre_diag.tools.errors import BoundViolation
 from sre_diag.tools.sql.columns import (
     CAP_BYTES,
     CAP_CHARS,
@@ -48,13 +47,35 @@ from sre_diag.tools.sql.columns import (
     ValueKind,
     column_shape,
 )
+from sre_diag.tools.sql.shape import (
+    COMPLEX,
+    EXPENSIVE,
+    MAX_CAST_LENGTH,
+    MAX_ROW_BYTES,
+    TEXT_EXTRACTION,
+    TOO_LARGE,
+    Shape,
+    bounded_arg,
+    bounded_args,
+    bounded_key,
+    bounded_work,
+    compared,
+    concatenated,
+    first_int,
+    format_size,
+    join_shapes,
+    literal_underscores,
+    require_safe_separator,
+    union_shapes,
+    untainted,
+    whole_of,
+)
 
 __all__ = [
     "CAP_BYTES",
     "CAP_CHARS",
     "TEXT_EXTRACTION",
     "TOO_LARGE",
-    "UNEXPANDABLE",
     "BoundViolation",
     "ColumnShape",
     "Schema",
@@ -64,39 +85,13 @@ __all__ = [
     "column_shape",
 ]
 
-# Fixed limits (never shown to the model: the refusal names the class only).
-MAX_ROW_BYTES = 64 * 1024
-MAX_STRING_ARG_BYTES = 8 * 1024
-MAX_KEY_BYTES = 8 * 1024
-MAX_MATCH_WORK = 2 * 1024 * 1024
-MAX_CAST_LENGTH = 1024
 _GROUP_CONCAT_MAX_BYTES = 4096
 _NUMBER_BYTES = NUMBER_BYTES
 _TEMPORAL_BYTES = TEMPORAL_BYTES
-# Characters that never occur inside a token redaction recognises: gluing them to column text
-# keeps the token's boundaries.
-_SAFE_NEIGHBOURS = frozenset(" \t\n,;|@#()[]{}<>!?")
-
-TEXT_EXTRACTION = RefusalReason.TEXT_EXTRACTION
-TOO_LARGE = RefusalReason.EXPRESSION_TOO_LARGE
-UNEXPANDABLE = RefusalReason.UNSUPPORTED_SYNTAX
-EXPENSIVE = RefusalReason.EXPENSIVE_PATTERN
-COMPLEX = RefusalReason.TOO_COMPLEX
 # Predicates over free text: how many LIKE a statement may hold, and how much each must name.
 MAX_TEXT_LIKES = 2
 MIN_LIKE_LITERALS = 3
 _UNBOUNDED = 2**32
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """What an expression can carry: text from a column (``tainted``) and at most ``size`` B;
-    ``mixed``: column text that may also be another value (a literal of the statement), which
-    must never be compared with it (MIN/MAX, ORDER BY, GROUP BY, DISTINCT)."""
-
-    tainted: bool
-    size: int
-    mixed: bool = False
 
 
 _NUMBER = Shape(False, _NUMBER_BYTES)
@@ -130,8 +125,6 @@ _ARITHMETIC = (
     exp.BitwiseXor, exp.BitwiseLeftShift, exp.BitwiseRightShift, exp.Neg, exp.BitwiseNot,
 )  # fmt: skip
 _ORDERING = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)
-# The largest output of one DATE_FORMAT directive (``%W`` Wednesday, ``%M`` September).
-_DIRECTIVE_BYTES = 10
 _TEMPORAL_FUNCS = (
     exp.TsOrDsToDate, exp.TsOrDsToTimestamp, exp.CurrentTimestamp,
     exp.CurrentDate, exp.CurrentTime, exp.UtcTimestamp, exp.DateAdd, exp.DateSub, exp.DateDiff,
@@ -224,7 +217,7 @@ class _Shapes:
         key = name.casefold()
         old = self._names.get(key)
         if old is not None:
-            shape = _join(old, shape)
+            shape = join_shapes(old, shape)
         self._names[key] = shape
 
     def register_outputs(self, select: exp.Select) -> None:
@@ -266,7 +259,7 @@ class _Shapes:
         if isinstance(query, exp.SetOperation):
             left = self._positions(query.this, count)
             right = self._positions(query.expression, count)
-            return [_union(a, b) for a, b in zip(left, right, strict=True)]
+            return [union_shapes(a, b) for a, b in zip(left, right, strict=True)]
         return [UNKNOWN] * count
 
     def of(self, node: exp.Expr) -> Shape:
@@ -303,7 +296,7 @@ class _Shapes:
             return self._like(node)
         if isinstance(node, exp.Distinct):
             shapes = [self.of(e) for e in node.expressions]
-            _bounded_key(sum(shape.size for shape in shapes), "DISTINCT key")
+            bounded_key(sum(shape.size for shape in shapes), "DISTINCT key")
             return _NUMBER
         if isinstance(node, (*_ARITHMETIC, *_ORDERING)):
             if any(self.of(child).tainted for child in node.iter_expressions()):
@@ -312,7 +305,7 @@ class _Shapes:
 
     def _query(self, query: exp.Expr) -> Shape:
         if isinstance(query, exp.SetOperation):
-            return _union(self._query(query.this), self._query(query.expression))
+            return union_shapes(self._query(query.this), self._query(query.expression))
         if isinstance(query, exp.Select) and query.expressions:
             return self.of(query.expressions[0])
         return _NUMBER
@@ -328,21 +321,21 @@ class _Shapes:
             return self._formatted(node, node.args.get("format"))
         args = self._args(node)
         if isinstance(node, exp.Trim) and node.args.get("expression") is None:
-            return _whole(args)
+            return whole_of(args)
         if isinstance(node, exp.Anonymous):
             return self._anonymous(node, node.name.upper(), args)
         if isinstance(node, exp.Min | exp.Max):
-            _compared(args, type(node).__name__)
+            compared(args, type(node).__name__)
         if isinstance(node, _WHOLE):
-            return _whole(args)
+            return whole_of(args)
         if isinstance(node, _COUNTING):
             return _NUMBER
         if isinstance(node, (*_ORDERING_FUNCS, *_NUMERIC, *_TEMPORAL_FUNCS)):
-            _untainted(args, type(node).__name__)
+            untainted(args, type(node).__name__)
             return _TEMPORAL if isinstance(node, _TEMPORAL_FUNCS) else _NUMBER
         # EXTRACT class (and anything unclassified): never over text from a column.
-        _untainted(args, type(node).__name__)
-        _bounded_args(args)
+        untainted(args, type(node).__name__)
+        bounded_args(args)
         self._matching_work(node)
         if not isinstance(node, _EXTRACT):
             return UNKNOWN
@@ -351,30 +344,30 @@ class _Shapes:
     def _formatted(self, node: exp.Func, format_: exp.Expr | None) -> Shape:
         """A format-taking function: its value must not be column text, its format must be a
         literal, and its output is sized by that format."""
-        _untainted([self.of(node.this)], type(node).__name__)
+        untainted([self.of(node.this)], type(node).__name__)
         if format_ is None:
             return _TEMPORAL
-        return Shape(False, _format_size(format_))
+        return Shape(False, format_size(format_))
 
     def _anonymous(self, node: exp.Anonymous, name: str, args: list[Shape]) -> Shape:
         if name in _ANONYMOUS_WHOLE:
-            return _whole(args)
+            return whole_of(args)
         if name in _ANONYMOUS_NUMERIC:
             if name == "FIND_IN_SET" and len(args) == 2:
-                _untainted(args[1:], name)  # an item of the text, found by position
-                _bounded_work(args[1].size * args[0].size, "FIND_IN_SET")
+                untainted(args[1:], name)  # an item of the text, found by position
+                bounded_work(args[1].size * args[0].size, "FIND_IN_SET")
             return _NUMBER
         if name in _ANONYMOUS_FORMATS and len(node.expressions) == 2:
-            _untainted(args[:1], name)
-            return Shape(False, _format_size(node.expressions[1]))
+            untainted(args[:1], name)
+            return Shape(False, format_size(node.expressions[1]))
         if name in _ANONYMOUS_TEMPORAL:
-            _untainted(args, name)
+            untainted(args, name)
             if name == "FROM_UNIXTIME" and len(node.expressions) == 2:
-                return Shape(False, _format_size(node.expressions[1]))
+                return Shape(False, format_size(node.expressions[1]))
             return _TEMPORAL
-        _untainted(args, name)
+        untainted(args, name)
         if name in _ANONYMOUS_EXTRACT:
-            _bounded_args(args)
+            bounded_args(args)
             return Shape(False, max((arg.size for arg in args), default=_NUMBER_BYTES))
         return UNKNOWN
 
@@ -384,19 +377,19 @@ class _Shapes:
             return
         subject, needle = (node.args.get(role) for role in roles)
         if isinstance(subject, exp.Expr) and isinstance(needle, exp.Expr):
-            _bounded_work(self.of(subject).size * self.of(needle).size, type(node).__name__)
+            bounded_work(self.of(subject).size * self.of(needle).size, type(node).__name__)
 
     def _like(self, node: exp.Like) -> Shape:
         subject_node = node.this
         if isinstance(subject_node, exp.Lower | exp.Upper):
             # Re-casing a whole value for a match shows nothing: the subject is the column.
-            self._memo[id(subject_node)] = _whole([self.of(subject_node.this)])
+            self._memo[id(subject_node)] = whole_of([self.of(subject_node.this)])
         subject, pattern = self.of(subject_node), self.of(node.expression)
         if subject.tainted:
             self._text_like(node)
         # A leading % is one scan; each further % can restart the match from every position.
         wildcards = max(1, str(node.expression.this).count("%") - 1)
-        _bounded_work(subject.size * pattern.size * wildcards, "LIKE")
+        bounded_work(subject.size * pattern.size * wildcards, "LIKE")
         return _NUMBER
 
     def _text_like(self, node: exp.Like) -> None:
@@ -412,17 +405,17 @@ class _Shapes:
         literals = len(text.replace("\\\\", "x").replace("\\", "").replace("%", ""))
         if literals < MIN_LIKE_LITERALS:
             raise BoundViolation(EXPENSIVE, "LIKE over column text names too little")
-        pattern.set("this", _literal_underscores(text))
+        pattern.set("this", literal_underscores(text))
 
     def _cast(self, node: exp.Cast) -> Shape:
         inner = self.of(node.this)
         to = node.to
         type_name = to.this.value if isinstance(to, exp.DataType) else ""
         params = [p for p in to.expressions] if isinstance(to, exp.DataType) else []
-        length = _first_int(params)
+        length = first_int(params)
         if type_name in _CHAR_TYPES | _BINARY_TYPES | {"CHARACTER_SET"}:
             if length is None:
-                _bounded_arg(inner.size)
+                bounded_arg(inner.size)
                 return inner
             if length > MAX_CAST_LENGTH:
                 raise BoundViolation(TOO_LARGE, "CAST to a large fixed type")
@@ -431,7 +424,7 @@ class _Shapes:
             return Shape(False, length * 4)
         if type_name == "JSON":
             return inner
-        _untainted([inner], f"CAST to {type_name or 'an unknown type'}")
+        untainted([inner], f"CAST to {type_name or 'an unknown type'}")
         if type_name in {"DECIMAL", "NUMERIC"} and length is not None:
             return Shape(False, length + 2)
         if type_name in {"DATE", "DATETIME", "TIME", "TIMESTAMP"}:
@@ -442,15 +435,15 @@ class _Shapes:
         if isinstance(node, exp.GroupConcat):
             order = node.this if isinstance(node.this, exp.Order) else None
             if order is not None:  # the values' order would compare text with a literal row
-                _compared([self.of(key) for key in order.expressions], "GROUP_CONCAT ORDER BY")
-            inner = _concatenated(self._builder_parts(node.this, node.args.get("separator")))
+                compared([self.of(key) for key in order.expressions], "GROUP_CONCAT ORDER BY")
+            inner = concatenated(self._builder_parts(node.this, node.args.get("separator")))
             return Shape(inner.tainted, min(inner.size, _GROUP_CONCAT_MAX_BYTES))
         if isinstance(node, exp.ConcatWs):
             separator, *values = node.expressions
             pieces = self._builder_parts_ws(separator, values)
         else:
             pieces = list(node.expressions)
-        return _concatenated([(piece, self.of(piece)) for piece in pieces])
+        return concatenated([(piece, self.of(piece)) for piece in pieces])
 
     def _builder_parts(
         self, this: exp.Expr, separator: exp.Expr | None
@@ -459,15 +452,15 @@ class _Shapes:
             this = this.this
         values = list(this.expressions) if isinstance(this, exp.Concat) else [this]
         if isinstance(this, exp.Concat):
-            self._memo[id(this)] = _concatenated([(v, self.of(v)) for v in values])
+            self._memo[id(this)] = concatenated([(v, self.of(v)) for v in values])
         shapes = [(value, self.of(value)) for value in values]
         if separator is not None and any(shape.tainted for _, shape in shapes):
-            _require_safe_separator(separator)
+            require_safe_separator(separator)
         return [*shapes, *(((separator, self.of(separator)),) if separator is not None else ())]
 
     def _builder_parts_ws(self, separator: exp.Expr, values: list[exp.Expr]) -> list[exp.Expr]:
         if any(self.of(value).tainted for value in values):
-            _require_safe_separator(separator)
+            require_safe_separator(separator)
         parts: list[exp.Expr] = []
         for value in values:
             parts.extend((value, separator))
@@ -481,120 +474,6 @@ def _branches(node: exp.Expr) -> list[exp.Expr]:
     if isinstance(node, exp.SetOperation):
         return [*_branches(node.this), *_branches(node.expression)]
     return [node]
-
-
-def _whole(args: list[Shape]) -> Shape:
-    """One of the arguments, whole: column text stays column text, and is ``mixed`` when another
-    argument is not column text (``IF(c, note, 'guess')``)."""
-    tainted = any(a.tainted for a in args)
-    mixed = any(a.mixed for a in args) or (tainted and not all(a.tainted for a in args))
-    return Shape(tainted, max((a.size for a in args), default=0), mixed)
-
-
-def _join(a: Shape, b: Shape) -> Shape:
-    """Two candidates for one name (the pass does not scope names): what either can carry."""
-    return Shape(a.tainted or b.tainted, max(a.size, b.size), a.mixed or b.mixed)
-
-
-def _union(a: Shape, b: Shape) -> Shape:
-    """One position of a set operation: column text beside another value is ``mixed``."""
-    mixed = a.mixed or b.mixed or a.tainted != b.tainted
-    return Shape(a.tainted or b.tainted, max(a.size, b.size), mixed)
-
-
-def _untainted(args: list[Shape], what: str) -> None:
-    if any(arg.tainted for arg in args):
-        raise BoundViolation(TEXT_EXTRACTION, f"{what} over column text")
-
-
-def _compared(args: list[Shape], what: str) -> None:
-    """Column text that may be one of the statement's own values must not be ordered against
-    them: the order (or the MIN/MAX) would say how the text compares with a guess."""
-    if any(arg.mixed for arg in args):
-        raise BoundViolation(TEXT_EXTRACTION, f"{what} compares column text with other values")
-
-
-def _format_size(node: exp.Expr) -> int:
-    """Bytes a date format can produce; the format must be a string literal."""
-    if not (isinstance(node, exp.Literal) and node.is_string):
-        raise BoundViolation(TEXT_EXTRACTION, "a format must be a string literal")
-    text, size, index = str(node.this), 0, 0
-    while index < len(text):
-        if text[index] == "%" and index + 1 < len(text):
-            size, index = size + _DIRECTIVE_BYTES, index + 2
-            continue
-        size, index = size + len(text[index].encode()), index + 1
-    return size + 2
-
-
-def _literal_underscores(text: str) -> str:
-    """``DB_POOL%`` → ``DB\\_POOL%``: an underscore matches itself, never any character."""
-    out: list[str] = []
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char == "\\" and index + 1 < len(text):
-            out.append(text[index : index + 2])
-            index += 2
-            continue
-        out.append("\\_" if char == "_" else char)
-        index += 1
-    return "".join(out)
-
-
-def _first_int(params: Iterable[exp.Expr]) -> int | None:
-    for param in params:
-        value = param.this if isinstance(param, exp.DataTypeParam) else param
-        if isinstance(value, exp.Literal) and str(value.this).isdigit():
-            return int(value.this)
-    return None
-
-
-def _bounded_arg(size: int) -> None:
-    if size > MAX_STRING_ARG_BYTES:
-        raise BoundViolation(TOO_LARGE, "string argument too large")
-
-
-def _bounded_args(args: list[Shape]) -> None:
-    for arg in args:
-        _bounded_arg(arg.size)
-
-
-def _bounded_work(work: int, what: str) -> None:
-    if work > MAX_MATCH_WORK:
-        raise BoundViolation(TOO_LARGE, f"{what}: string matching too expensive")
-
-
-def _bounded_key(size: int, what: str) -> None:
-    if size > MAX_KEY_BYTES:
-        raise BoundViolation(TOO_LARGE, f"{what} too large")
-
-
-def _require_safe_separator(separator: exp.Expr) -> None:
-    if not _safe_literal(separator, first=True) or not _safe_literal(separator, first=False):
-        raise BoundViolation(TEXT_EXTRACTION, "separator next to column text")
-
-
-def _safe_literal(node: exp.Expr | None, *, first: bool) -> bool:
-    """A string literal whose character next to the column text keeps redaction's context."""
-    if not (isinstance(node, exp.Literal) and node.is_string and node.this):
-        return False
-    return (node.this[0] if first else node.this[-1]) in _SAFE_NEIGHBOURS
-
-
-def _concatenated(parts: list[tuple[exp.Expr, Shape]]) -> Shape:
-    """Column text may only be glued to literals that begin/end with a safe separator."""
-    for index, (_, shape) in enumerate(parts):
-        _bounded_arg(shape.size)
-        if not shape.tainted:
-            continue
-        before = parts[index - 1][0] if index > 0 else None
-        after = parts[index + 1][0] if index + 1 < len(parts) else None
-        if before is not None and not _safe_literal(before, first=False):
-            raise BoundViolation(TEXT_EXTRACTION, "column text glued to another value")
-        if after is not None and not _safe_literal(after, first=True):
-            raise BoundViolation(TEXT_EXTRACTION, "column text glued to another value")
-    return Shape(any(s.tainted for _, s in parts), sum(s.size for _, s in parts))
 
 
 def check_shapes(root: exp.Query, schema: Schema) -> None:
@@ -638,11 +517,11 @@ def _check_orderings(root: exp.Query, shapes: _Shapes) -> None:
     for operation in root.find_all(exp.SetOperation):
         order = operation.args.get("order")
         if isinstance(order, exp.Order):
-            _compared([shapes.of(operation)], "ORDER BY of a set operation")
+            compared([shapes.of(operation)], "ORDER BY of a set operation")
     for window in root.find_all(exp.Window):
         order = window.args.get("order")
         if isinstance(order, exp.Order):
-            _compared([shapes.of(key) for key in order.expressions], "a window's ORDER BY")
+            compared([shapes.of(key) for key in order.expressions], "a window's ORDER BY")
 
 
 def _check_select(select: exp.Select, shapes: _Shapes) -> None:
@@ -655,11 +534,11 @@ def _check_select(select: exp.Select, shapes: _Shapes) -> None:
     if row > MAX_ROW_BYTES:
         raise BoundViolation(TOO_LARGE, "row too wide")
     if select.args.get("distinct"):
-        _bounded_key(row, "DISTINCT row")
+        bounded_key(row, "DISTINCT row")
     group = select.args.get("group")
     if isinstance(group, exp.Group):
         keys = [shapes.of(key) for key in group.expressions]
-        _bounded_key(sum(key.size for key in keys), "GROUP BY key")
+        bounded_key(sum(key.size for key in keys), "GROUP BY key")
     order = select.args.get("order")
     if isinstance(order, exp.Order):
-        _compared([shapes.of(key) for key in order.expressions], "ORDER BY")
+        compared([shapes.of(key) for key in order.expressions], "ORDER BY")

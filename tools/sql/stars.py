@@ -14,11 +14,11 @@ from sqlglot import exp
 from sre_diag.tools.sql.bounds import (
     CAP_BYTES,
     CAP_CHARS,
-    UNEXPANDABLE,
     BoundViolation,
     Schema,
     ValueKind,
 )
+from sre_diag.tools.sql.shape import UNEXPANDABLE
 from sre_diag.tools.sql.walk import NO_SCHEMA_SECRETS, SecretNames
 
 __all__ = ["cap_wide_projections", "expand_stars", "projection_masks"]
@@ -144,9 +144,7 @@ def _output_names(query: exp.Expr) -> list[str]:
     return names
 
 
-def projection_masks(
-    root: exp.Query, secret: SecretNames = NO_SCHEMA_SECRETS
-) -> tuple[bool, ...]:
+def projection_masks(root: exp.Query, secret: SecretNames = NO_SCHEMA_SECRETS) -> tuple[bool, ...]:
     """Per output position: is it a (possibly aliased) secret-looking column?
 
     The guard has proved that a secret column can only appear there, bare, in the outermost
