@@ -17,12 +17,12 @@ module — this one or the ``errors.py`` of its package — and derives from
         │   ├── contract.PromptError      a prompt choice or file that cannot be used
         │   └── commands.errors.*         EvalUsageError, ReplayError, …
         ├── InputRejected                 the request is refused before any model call (exit 2)
+        ├── doubles.errors.*              a shipped double and its run disagree (ModelScriptError)
         └── RunError                      what one run met: the model, a tool, the Draft, audit
             ├── contract.errors.*         EnvelopeError, DraftRejected, DuplicateKey
-            ├── harness.errors.*          the model's answer (OversizedResponse)
+            ├── harness.errors.*          OversizedResponse, Unprojectable (an adapter's result)
             ├── tools.errors.*            evidence backends and the SQL guard (EvidenceError)
-            ├── audit.errors.*            AuditWriteError
-            └── slack.errors.*            the queue and Slack (Poison, …)
+            └── audit.errors.*            AuditWriteError
 
 ``RunStop`` derives from ``BaseException`` on purpose: LlamaIndex turns an ordinary exception
 raised by a tool into an observation and carries on, while a ``BaseException`` propagates out of

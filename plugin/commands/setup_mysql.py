@@ -450,7 +450,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m sre_diag.commands.setup_mysql`` (settings read like ``sre-diag``)."""
     from sre_diag.commands.exits import load_settings
 
-    parser = argparse.ArgumentParser(prog="setup-mysql", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="setup-mysql",
+        description="Create (or update) the read-only diagnosis account of a database: SELECT on"
+        " the allowed tables' non-secret columns only. Never drops or revokes anything it did not"
+        " create.",
+    )
     add_arguments(parser)
     args = parser.parse_args(argv)
     settings = load_settings()

@@ -1,10 +1,11 @@
-"""The harness's errors: what the model answered that a run cannot take."""
+"""The harness's errors: what the model answered, or an adapter returned, that a run cannot
+take."""
 
 from __future__ import annotations
 
 from sre_diag.errors import RunError
 
-__all__ = ["OversizedResponse"]
+__all__ = ["OversizedResponse", "Unprojectable"]
 
 
 class OversizedResponse(RunError):
@@ -16,3 +17,12 @@ class OversizedResponse(RunError):
     def __init__(self, *, final: bool) -> None:
         self.final = final
         super().__init__("OVERSIZED")
+
+
+class Unprojectable(RunError):
+    """An adapter result that does not fit its tool's whitelist; ``reason`` names the field
+    or the shape, never a value."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sre_diag.errors import RunError
+from sre_diag.harness.errors import Unprojectable
 from sre_diag.tools.base import Ready, ToolName
 from sre_diag.tools.schemas import (
     JsonScalar,
@@ -73,15 +73,6 @@ BOUNDS: Mapping[str, int] = {
 
 _MAX_INT = 2**64
 """The largest magnitude of an integer field (a MySQL ``BIGINT UNSIGNED``)."""
-
-
-class Unprojectable(RunError):
-    """An adapter result that does not fit its tool's whitelist; ``reason`` names the field
-    or the shape, never a value."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,3 +53,19 @@ def test_defined_in_an_errors_module_under_the_root(name: str) -> None:
         assert not issubclass(cls, Exception), "a run stop must not be swallowed as an Exception"
     elif cls is not SreDiagException:
         assert issubclass(cls, DiagError), f"{name} is neither an error nor a run stop"
+
+
+def test_the_drawing_names_exactly_the_errors_modules() -> None:
+    """The tree drawn in ``sre_diag/errors.py`` names every package's ``errors`` module and no
+    module that does not exist."""
+    import re
+
+    import sre_diag.errors
+
+    drawn = set(re.findall(r"([a-z_.]+)\.errors\.\*", sre_diag.errors.__doc__ or ""))
+    real = {
+        name.removeprefix("sre_diag.").removesuffix(".errors")
+        for name in _module_names()
+        if name.endswith(".errors") and name != "sre_diag.errors"
+    }
+    assert drawn == real

@@ -428,20 +428,19 @@ async def test_eval_replay_of_the_bundled_suite(installed: Installed, empty_dir:
     assert "Traceback" not in err
 
 
-def test_the_database_setup_ships_as_a_module(installed: Installed, empty_dir: Path) -> None:
-    """README's business-database setup runs from the wheel: ``python -m
-    sre_diag.commands.setup_mysql`` (its usage here; an unreachable server is exit 2, one line)."""
-    out = _run(
-        [str(installed.python), "-m", "sre_diag.commands.setup_mysql", "--help"],
-        empty_dir,
-        _clean_env(installed.venv),
-    )
-    assert "--admin-dsn" in out and "--ro-password" in out
+def test_the_database_setup_ships_with_the_wheel(installed: Installed, empty_dir: Path) -> None:
+    """The business-database setup runs from the wheel: ``sre-diag setup-mysql`` (its usage
+    here, without reStructuredText; an unreachable server is exit 2, one line)."""
+    out = _run([str(installed.script), "setup-mysql", "--help"], empty_dir,
+               _clean_env(installed.venv))  # fmt: skip
+    assert "--admin-dsn" in out and "--ro-password" in out and "--print-sql" in out
+    assert "``" not in out
     done = subprocess.run(
-        [str(installed.python), "-m", "sre_diag.commands.setup_mysql",
-         "--admin-dsn", "mysql://nobody@127.0.0.1:9"],
+        [str(installed.script), "setup-mysql", "--admin-dsn", "mysql://nobody@127.0.0.1:9",
+         "--database", "shop", "--ro-user", "diag_ro"],
         cwd=empty_dir, env=_clean_env(installed.venv), capture_output=True, text=True,
         timeout=RUN_TIMEOUT, check=False,
     )  # fmt: skip
-    assert done.returncode == 2 and done.stdout == "", done.stderr
-    assert done.stderr.startswith("setup_mysql: cannot reach MySQL/MariaDB at 127.0.0.1:9")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "cannot reach MySQL/MariaDB at 127.0.0.1:9" in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and _listing(empty_dir) == []
