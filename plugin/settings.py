@@ -135,6 +135,9 @@ class Settings(BaseSettings):
     )
     """An alert whose pattern started an automatic run in its channel within this time gets a
     pointer to that run's thread instead of a new run."""
+    redact_emails: bool = Field(default=True, validation_alias="DIAG_REDACT_EMAILS")
+    """E-mail addresses in evidence are masked like secrets before the model, the audit or Slack
+    see them; ``false`` keeps them."""
     grafana_url: str | None = Field(default=None, validation_alias="DIAG_GRAFANA_URL")
     grafana_loki_uid: str | None = Field(
         default=None,

@@ -55,9 +55,11 @@ from pathlib import Path
 from typing import IO, Any, Concatenate, ParamSpec, TypeVar
 
 from sre_diag.tools.errors import OutOfTime, WorkerFailed
+from sre_diag.tools.redact import emails_masked
 
 __all__ = [
     "GRACE_SECONDS",
+    "KEEP_EMAILS",
     "MAX_REPLY_BYTES",
     "START_SECONDS",
     "WorkerFailed",
@@ -78,6 +80,7 @@ MAX_REPLY_BYTES = 256 * 1024 * 1024  # a frame longer than this is not read
 _HEADER = struct.Struct(">I")
 _LOG_CHARS = 1_000  # of a message a child logged (its own bound, kept here too)
 _CHILD_MODULE = "sre_diag.tools.worker_child"
+KEEP_EMAILS = "--keep-emails"  # the child's flag: e-mail addresses are not redacted
 # What a child inherits of the environment (and PYTHON*): no credential reaches it, since it
 # reads files and computes, and nothing it needs is configured through the environment.
 _ENV = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "VIRTUAL_ENV"})
@@ -99,8 +102,10 @@ def _spawner() -> ThreadPoolExecutor:
 
 
 def _popen(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    # The redaction policy travels on the command line (a child reads no settings).
+    policy = [] if emails_masked() else [KEEP_EMAILS]
     return subprocess.Popen(
-        [sys.executable, "-m", _CHILD_MODULE, str(os.getpid())],
+        [sys.executable, "-m", _CHILD_MODULE, str(os.getpid()), *policy],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,  # what a child logs comes back in frames (worker_child)
