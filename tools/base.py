@@ -74,6 +74,8 @@ class Ready:
     items: Sequence[BaseModel]
     truncated: bool = False
     summary: BaseModel | None = None
+    first_items: Sequence[BaseModel] | None = None
+    """``query_logs`` only: the oldest matches (the onset), in the items' shape."""
 
 
 @dataclass(frozen=True, slots=True)

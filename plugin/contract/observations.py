@@ -123,28 +123,38 @@ def ready_observation(
     truncated: bool,
     max_bytes: int,
     summary: BaseModel | None = None,
+    first_items: Sequence[BaseModel] | None = None,
 ) -> tuple[str, int, bool]:
     """The READY observation, trimmed item by item until it fits ``max_bytes``.
 
     Items come newest (or most relevant) first, so the last ones are cut first. A ``summary``
     (``query_logs``) is placed before the items and is never cut for them: items make room for
-    it. Only when no item is left and it still does not fit (an observation bound far below
-    the default) are its least frequent ``top_messages`` dropped, and at last the summary.
+    it. ``first_items`` (``query_logs``: the oldest matches, oldest first) share the same
+    bound: items are cut until there are no more of them than first items, then the two are
+    cut in turn (the last first item first), so both the onset and the newest stay in view as
+    long as anything fits. Only when no item is left and it still does not fit (an observation
+    bound far below the default) are its least frequent ``top_messages`` dropped, and at last
+    the summary.
 
     Returns the text, the number of items it carries and whether anything was left out.
     """
     dumped = [item.model_dump(mode="json") for item in items]
     whole = summary.model_dump(mode="json") if summary is not None else None
-    count = len(dumped)
+    first = None if first_items is None else [item.model_dump(mode="json") for item in first_items]
+    count, first_count = len(dumped), len(first or ())
     while True:
         left_out = truncated or count < len(dumped)
-        observation = _ready(tool_call_id, tool, whole, dumped[:count], left_out)
+        shown_first = None if first is None else first[:first_count]
+        observation = _ready(tool_call_id, tool, whole, dumped[:count], left_out, shown_first)
         text = _dump(observation)
         if len(text.encode("utf-8")) <= max_bytes:
             return text, count, left_out
-        if count == 0:
+        if count == 0 and first_count == 0:
             return _fit(_shrink_summary(observation, whole, max_bytes), max_bytes), 0, left_out
-        count -= 1
+        if count > first_count:
+            count -= 1
+        else:
+            first_count -= 1
 
 
 def _ready(
@@ -153,10 +163,13 @@ def _ready(
     summary: dict[str, Any] | None,
     items: list[dict[str, Any]],
     left_out: bool,
+    first_items: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     observation = _head(tool_call_id, tool, EvidenceStatus.READY)
     if summary is not None:
         observation["summary"] = summary
+    if first_items is not None:
+        observation["first_items"] = first_items
     observation.update(item_count=len(items), items=items, truncated=left_out)
     return observation
 

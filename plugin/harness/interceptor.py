@@ -505,6 +505,7 @@ class ToolInterceptor:
                 truncated=bool(result.truncated),
                 max_bytes=self._max_obs,
                 summary=result.summary,
+                first_items=result.first_items,
             )
         except Exception as exc:
             log_failure(

@@ -72,6 +72,7 @@ CONTRACT_DEFAULTS: dict[str, Expectation] = {
     "DIAG_OPS_PORT": None,
     "DIAG_ALERT_SOURCES": (),  # unset: no automatic runs
     "DIAG_ALERT_COOLDOWN_SECONDS": 900,
+    "DIAG_REDACT_EMAILS": True,
     "DIAG_GRAFANA_URL": None,  # unset: no links
     "DIAG_GRAFANA_LOKI_UID": None,
     "DIAG_RUNBOOK_URL": None,  # unset: no links

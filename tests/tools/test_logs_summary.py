@@ -357,7 +357,7 @@ async def test_loki_counts_come_from_a_metric_query_stepped_by_the_bucket(
     ]
     assert loki.count_requests[0]["query"] == build_count_logql(q, grid, "service", "json")
     assert [r["direction"] for r in loki.log_requests] == ["backward", "forward"]
-    assert [r["limit"] for r in loki.log_requests] == ["3", "1"]
+    assert [r["limit"] for r in loki.log_requests] == ["3", "3"]
     assert not summary.exact and summary.matched == 37 * 30
     assert summary.buckets.counts == [per_bucket.get(m, 0) for m in range(60)]
     assert next(i for i, n in enumerate(summary.buckets.counts) if n) == ONSET_MINUTE

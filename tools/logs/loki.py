@@ -35,6 +35,7 @@ from sre_diag.tools.logs.logql import (
 )
 from sre_diag.tools.logs.probe import probe_loki
 from sre_diag.tools.logs.source import (
+    FIRST_ITEMS,
     MASK_SECONDS,
     MAX_LINE_BYTES,
     LogPage,
@@ -237,7 +238,7 @@ def _loki_summary(
         return tally.summary(exact=True, stop=stop)
     tally.add_counts(counts)
     if first:
-        tally.first = first[0].ts
+        tally.first = min(record.ts for record in first)
     return tally.summary(exact=False, stop=stop)
 
 
@@ -254,7 +255,13 @@ def _loki_page(
     page = newest_page(sample, q.limit)
     stop.check()
     summary = _loki_summary(stop, sample, first is None, counts, first or [], grid)
-    return LogPage(items=page.items, truncated=summary.matched > len(page.items), summary=summary)
+    oldest = page.first_items if first is None else newest_page(first, 0).first_items
+    return LogPage(
+        items=page.items,
+        truncated=summary.matched > len(page.items),
+        summary=summary,
+        first_items=oldest,
+    )
 
 
 async def _both(first: Awaitable[bytes], second: Awaitable[bytes]) -> tuple[bytes, bytes]:
@@ -357,8 +364,8 @@ class LokiLogSource:
         }
 
     def first_params(self, q: LogsInput) -> dict[str, str]:
-        """The oldest matching line."""
-        return {**self.params(q), "limit": "1", "direction": "forward"}
+        """The oldest matching lines (the page's ``first_items``, the summary's ``first_ts``)."""
+        return {**self.params(q), "limit": str(FIRST_ITEMS), "direction": "forward"}
 
     async def search(self, q: LogsInput) -> LogPage:
         """Sample and counts; timeouts, refusals, broken or oversized answers and HTTP errors
