@@ -340,7 +340,7 @@ async def test_loki_counts_come_from_a_metric_query_stepped_by_the_bucket(
     loki.oldest = lambda: _pool_stream([_at(10, 7, 0, 4)])
     origin = _at(10).timestamp()
     per_bucket = {m: 37 for m in range(ONSET_MINUTE, 37)}
-    points = [(origin + 60 * (m + 1), n) for m, n in per_bucket.items()]
+    points = [(origin + 60 * (m + 1) - 1e-9, n) for m, n in per_bucket.items()]
     loki.counts = lambda query: json_reply(_matrix_body(points))
     source = LokiLogSource(loki.url, sample_lines=3)
     q = _q(_at(10), _at(11), level=LogLevel.ERROR, limit=2)
@@ -350,8 +350,8 @@ async def test_loki_counts_come_from_a_metric_query_stepped_by_the_bucket(
     assert loki.count_requests == [
         {
             "query": 'sum(count_over_time({service="payment-api"} | json | level="ERROR" [60s]))',
-            "start": str(_ns(_at(10, 1))),
-            "end": str(_ns(_at(11))),
+            "start": str(_ns(_at(10, 1)) - 1),  # (t - 60s, t] at t = 10:01 - 1 ns
+            "end": str(_ns(_at(11)) - 1),
             "step": "60s",
         }
     ]
