@@ -14,7 +14,7 @@ import base64
 import json
 import logging
 import re
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,6 +26,7 @@ from yarl import URL
 from sre_diag.log import log_failure
 from sre_diag.tools.base import AdapterErrorCode, ProbeReport
 from sre_diag.tools.errors import BodyTooLarge
+from sre_diag.tools.logs.labels import LabelValues
 from sre_diag.tools.logs.logql import (
     LABEL_NAME,
     LINE_FORMATS,
@@ -85,10 +86,6 @@ class _LokiResponse(BaseModel):
 
     status: str
     data: _LokiData
-
-
-class _LokiLabelValues(BaseModel):
-    data: list[str] = Field(default_factory=list)
 
 
 class _LokiSeries(BaseModel):
@@ -307,7 +304,9 @@ async def _nothing() -> bytes:
 
 
 READ_CHUNK_BYTES = 64 * 1024
-LABELS_MAX_BYTES = 1024 * 1024  # a label-values answer (the services catalogue)
+# A label-values answer (the services catalogue) is read as a stream in bounded memory
+# (:mod:`sre_diag.tools.logs.labels`); this only bounds the time its parsing may take.
+LABELS_MAX_BYTES = 256 * 1024 * 1024
 
 
 async def read_body(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
@@ -460,18 +459,44 @@ class LokiLogSource:
         junk neither reaches the model nor pushes real services out of the list."""
         end = datetime.now(UTC)
         params = {"start": unix_ns(end - timedelta(hours=24)), "end": unix_ns(end)}
+        reader = LabelValues(limit, lambda value: SERVICE_NAME.fullmatch(value) is not None)
         try:
-            body = await self._get(params, self.labels_endpoint, LABELS_MAX_BYTES)
+            await self._stream(params, self.labels_endpoint, reader.feed, LABELS_MAX_BYTES)
         except TimeoutError:
             raise LogSourceError(AdapterErrorCode.TIMEOUT) from None
         except (aiohttp.ClientError, OSError) as exc:
             log_failure(logger, logging.WARNING, "loki label request failed (%s)", exc=exc)
             raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
-        try:
-            values = _LokiLabelValues.model_validate_json(body).data
-        except ValidationError:
+        except (ValueError, RecursionError):
             raise LogSourceError(AdapterErrorCode.INTERNAL) from None
-        return sorted({value for value in values if SERVICE_NAME.fullmatch(value)})[:limit]
+        try:
+            return reader.result()
+        except ValueError:
+            raise LogSourceError(AdapterErrorCode.INTERNAL) from None
+
+    async def _stream(
+        self,
+        params: dict[str, str],
+        endpoint: str,
+        consume: Callable[[bytes], None],
+        max_bytes: int,
+    ) -> None:
+        """One GET whose decoded body is handed to ``consume`` chunk by chunk, in a worker
+        thread (parsing is CPU work), under the total timeout; past ``max_bytes``
+        :class:`BodyTooLarge`."""
+        async with asyncio.timeout(self.timeout.total):
+            async with self._client().get(endpoint, params=params) as response:
+                code = _status_code(response.status)
+                if code is not None:
+                    logger.warning("loki answered HTTP %d", response.status)
+                    raise LogSourceError(code)
+                size = 0
+                async for chunk in response.content.iter_chunked(READ_CHUNK_BYTES):
+                    size += len(chunk)
+                    if size > max_bytes:
+                        logger.warning("loki answer over the %d byte cap", max_bytes)
+                        raise BodyTooLarge(max_bytes)
+                    await asyncio.to_thread(consume, chunk)
 
     async def _get(
         self, params: dict[str, str], endpoint: str | None = None, max_bytes: int | None = None
