@@ -76,6 +76,9 @@ class InputRejection(StrEnum):
     """A setting is invalid; the message names each one and what it must be."""
     INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
     """The command line itself is wrong (argparse usage error)."""
+    MODEL_NOT_CONFIGURED = "MODEL_NOT_CONFIGURED"
+    """Neither ``OPENAI_BASE_URL`` nor ``OPENAI_API_KEY`` is set: a command that would call the
+    model refuses before any request."""
 
 
 class SreDiagException(BaseException):

@@ -5,15 +5,32 @@ This is the only place the process environment is read (CONTRACTS §2 names).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 from urllib.parse import SplitResult, unquote, urlsplit
 
 import annotated_types
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+def default_state_dir() -> Path:
+    """``$XDG_STATE_HOME/sre-diag``, else ``~/.local/state/sre-diag`` (never the current folder:
+    under systemd that is ``/``)."""
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    home = Path(os.path.expanduser("~"))  # "~" itself when there is no home: refused as relative
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else home / ".local" / "state"
+    return base / "sre-diag"
 
 
 def _split_csv(value: object) -> object:
@@ -61,11 +78,15 @@ class Settings(BaseSettings):
     max_draft_bytes: int = Field(default=16384, ge=1, validation_alias="DIAG_MAX_DRAFT_BYTES")
     run_capacity_bytes: int = Field(default=65536, ge=1, validation_alias="DIAG_RUN_CAPACITY_BYTES")
 
+    state_dir: Path = Field(default_factory=default_state_dir, validation_alias="DIAG_STATE_DIR")
+    """Where the product keeps its own files (the audit default, the runbook cache, the demo
+    account's password): ``$XDG_STATE_HOME/sre-diag``, else ``~/.local/state/sre-diag``."""
+
     knowledge_dir: Path | None = Field(default=None, validation_alias="DIAG_KNOWLEDGE_DIR")
-    """Unset: ``lookup_knowledge`` answers ``NOT_CONFIGURED`` (only ``demo``/``eval`` use the
-    bundled runbooks, ``sre_diag.resources.BUNDLED_KNOWLEDGE``)."""
+    """Folder of Markdown runbooks for ``lookup_knowledge`` (regular files inside it only);
+    unset: it answers ``NOT_CONFIGURED`` (only ``demo`` and ``eval`` use bundled runbooks)."""
     logs_source: str | None = Field(default=None, validation_alias="DIAG_LOGS_SOURCE")
-    """Unset: ``query_logs`` answers ``NOT_CONFIGURED`` (a folder, or a Loki base URL)."""
+    """A JSON-lines folder or a Loki base URL; unset: ``query_logs`` answers ``NOT_CONFIGURED``."""
     loki_service_label: str = Field(
         default="service",
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
@@ -92,14 +113,17 @@ class Settings(BaseSettings):
     knowledge_rescan_seconds: float = Field(
         default=5.0, ge=0, validation_alias="DIAG_KNOWLEDGE_RESCAN_SECONDS"
     )
-    cache_dir: Path = Field(default=Path(".diag-cache"), validation_alias="DIAG_CACHE_DIR")
+    cache_dir: Path = Field(
+        default_factory=lambda data: data["state_dir"] / "cache", validation_alias="DIAG_CACHE_DIR"
+    )
+    """The persisted runbook index (default: ``cache`` in ``DIAG_STATE_DIR``)."""
     catalog_refresh_seconds: float = Field(
         default=300.0, ge=0, validation_alias="DIAG_CATALOG_REFRESH_SECONDS"
     )
     """How often the services, tables and runbook titles in the tool descriptions are re-read."""
     prompt: str = Field(default="zh", validation_alias="DIAG_PROMPT")
-    """``zh``, ``en``, or the path of a system prompt file with the same slots (see
-    ``sre_diag.contract.prompts``)."""
+    """``zh``, ``en``, or the path of a system prompt file with the same slots: the language
+    of the system prompt, tool descriptions and hints (the model answers in the question's)."""
 
     slack_bot_token: SecretStr | None = Field(default=None, validation_alias="SLACK_BOT_TOKEN")
     slack_app_token: SecretStr | None = Field(default=None, validation_alias="SLACK_APP_TOKEN")
@@ -129,7 +153,7 @@ class Settings(BaseSettings):
         default=(), validation_alias="DIAG_ALERT_SOURCES"
     )
     """Bot ids (``B…``) or app ids (``A…``) whose new top-level messages in an admin channel
-    start a diagnosis automatically (CONTRACTS §10); empty: no automatic runs."""
+    start a diagnosis automatically; empty: no automatic runs."""
     alert_cooldown_seconds: float = Field(
         default=900.0, ge=0, validation_alias="DIAG_ALERT_COOLDOWN_SECONDS"
     )
@@ -149,8 +173,11 @@ class Settings(BaseSettings):
     """``https://wiki.example.com/runbooks/{path}#{anchor}``: each cited runbook section links
     to its page and heading."""
     audit_sink: str = Field(
-        default="jsonl:./audit", validation_alias=AliasChoices("DIAG_AUDIT_SINK")
+        default_factory=lambda data: f"jsonl:{data['state_dir'] / 'audit'}",
+        validation_alias=AliasChoices("DIAG_AUDIT_SINK"),
     )
+    """``jsonl:DIR`` or a ``mysql://`` DSN of a writable audit account (default: ``audit`` in
+    ``DIAG_STATE_DIR``)."""
     audit_timeout_seconds: float = Field(
         default=5.0, gt=0, validation_alias="DIAG_AUDIT_TIMEOUT_SECONDS"
     )
@@ -222,6 +249,34 @@ class Settings(BaseSettings):
     def _audit_sink(cls, value: str) -> str:
         check_audit_sink(value)
         return value
+
+    @field_validator("state_dir", mode="after")
+    @classmethod
+    def _absolute_state_dir(cls, value: Path) -> Path:
+        if not value.is_absolute():
+            raise _bad("an absolute folder path (never the current folder)")
+        return value
+
+    @model_validator(mode="after")
+    def _state_dir_usable(self) -> Settings:
+        """The state folder is created (0700) and must be writable when a default lives in it:
+        a clear settings error at start, not a traceback at the first run."""
+        if self.uses_state_dir:
+            check_writable_folder(self.state_dir)
+        return self
+
+    @property
+    def uses_state_dir(self) -> bool:
+        """Whether the audit sink or the cache lives in ``DIAG_STATE_DIR``."""
+        audit = self.audit_sink.removeprefix("jsonl:")
+        return self.cache_dir == self.state_dir / "cache" or audit == str(
+            self.state_dir / "audit"
+        )
+
+    @property
+    def model_configured(self) -> bool:
+        """Whether a model endpoint is set (``OPENAI_BASE_URL`` or ``OPENAI_API_KEY``)."""
+        return self.openai_base_url is not None or self.openai_api_key is not None
 
     @property
     def job_claim_after_seconds(self) -> float:
@@ -334,6 +389,20 @@ def check_audit_sink(value: str) -> None:
         check_mysql_dsn(value, form=f"jsonl:DIR or {_MYSQL_FORM}")
         return
     raise _bad(f"jsonl:DIR or {_MYSQL_FORM}")
+
+
+def check_writable_folder(folder: Path) -> None:
+    """Create ``folder`` (mode 0700) if needed; refuse one this process cannot write."""
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        writable = folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+    except OSError:
+        writable = False
+    if not writable:
+        raise _bad(
+            "a folder this process can create and write (or set DIAG_AUDIT_SINK and"
+            " DIAG_CACHE_DIR elsewhere)"
+        )
 
 
 def check_redis_url(value: str) -> None:
@@ -486,7 +555,10 @@ def describe_invalid_settings(exc: ValidationError) -> str:
     parts: list[str] = []
     seen: set[str] = set()
     for error in exc.errors():
-        loc = str(error["loc"][0]) if error["loc"] else "settings"
+        if error["type"] == "default_factory_not_called":
+            continue  # a default derived from a setting that is itself invalid (named already)
+        # The one model-level check is the state folder's (``_state_dir_usable``).
+        loc = str(error["loc"][0]) if error["loc"] else "state_dir"
         field_name = _field_of(loc)
         name = _env_name(field_name) if field_name else loc
         if name in seen:

@@ -53,9 +53,16 @@ PROBE_TIMEOUT_SECONDS = 10.0
 
 
 class CheckStatus(StrEnum):
+    """What ``check`` found for one part."""
+
     OK = "OK"
+    """Configured and working."""
     FAILED = "FAILED"
+    """Configured and not working (exit 1); the line says why."""
     NOT_CONFIGURED = "NOT_CONFIGURED"
+    """Not set: the part answers ``NOT_CONFIGURED`` (or, for the model, commands refuse)."""
+    NOT_PROBED = "NOT_PROBED"
+    """Configured but not contacted: the model endpoint without ``--model``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,11 +348,31 @@ async def _app_token(settings: Settings) -> str:
 # --- model: capability probes (CONTRACTS §3; sre_diag.commands.model_probe) ---------------
 
 
+_OPENAI_DEFAULT = "https://api.openai.com/v1"  # the openai SDK's default base URL
+
+
 def _model_timeout(settings: Settings) -> float:
     """One probe request's bound: ``DIAG_MODEL_TIMEOUT_SECONDS``, at most ``MAX_PROBE_SECONDS``."""
     from sre_diag.commands.model_probe import probe_seconds
 
     return probe_seconds(settings.model_request_timeout_seconds)
+
+
+def model_line(settings: Settings) -> CheckResult:
+    """The model line ``check`` always prints, without contacting the endpoint."""
+    if not settings.model_configured:
+        return CheckResult(
+            "model",
+            CheckStatus.NOT_CONFIGURED,
+            "set OPENAI_BASE_URL and/or OPENAI_API_KEY (and DIAG_MODEL); diagnose, replay, eval,"
+            " serve and worker refuse without one ('sre-diag demo' needs none)",
+        )
+    where = hostport(settings.openai_base_url or _OPENAI_DEFAULT)
+    return CheckResult(
+        "model",
+        CheckStatus.NOT_PROBED,
+        f"endpoint {where}, model {settings.model}: run `check --model` to probe it",
+    )
 
 
 async def check_model(
@@ -362,7 +389,7 @@ async def check_model(
     """
     from sre_diag.commands.model_probe import probe_model
 
-    base = settings.openai_base_url or "https://api.openai.com/v1"  # the openai SDK's default
+    base = settings.openai_base_url or _OPENAI_DEFAULT
     where = hostport(base)
     report = await probe_model(
         base_url=base,
@@ -440,13 +467,14 @@ async def run_checks(
     no probe's clock runs while another imports."""
     await asyncio.to_thread(_import_probe_modules, settings, model)
     checks = [_bounded(n, p, settings) for n, p in PROBES]
-    if model:
-        limit = 3 * _model_timeout(settings) + CONNECT_SECONDS
+    if not settings.model_configured or not model:
+        return [*await asyncio.gather(*checks), model_line(settings)]
+    limit = 3 * _model_timeout(settings) + CONNECT_SECONDS
 
-        async def model_probe(s: Settings) -> CheckResult:
-            return await check_model(s, progress)
+    async def model_probe(s: Settings) -> CheckResult:
+        return await check_model(s, progress)
 
-        checks.append(_bounded("model", model_probe, settings, limit))
+    checks.append(_bounded("model", model_probe, settings, limit))
     return list(await asyncio.gather(*checks))
 
 
@@ -458,6 +486,7 @@ _LABELS = {
     CheckStatus.OK: "ok",
     CheckStatus.FAILED: "FAILED",
     CheckStatus.NOT_CONFIGURED: "not configured",
+    CheckStatus.NOT_PROBED: "not probed",
 }
 
 

@@ -1,9 +1,8 @@
-"""Command line: ``python -m sre_diag diagnose|serve|worker|replay|demo|check|patterns|eval``
-(CONTRACTS §1).
+"""Command line: ``sre-diag`` (``python -m sre_diag``) and its commands.
 
 stdout carries exactly one JSON object (the Execution Result, or an ``error`` object) — except
-``patterns``, which prints one pattern a line; logs go to stderr. Exit codes: 0 a Draft or a
-controlled stop, 2 input rejected before any model call, 1 failed closed.
+``patterns``, ``check`` and ``demo``, which print text; logs go to stderr. Exit codes: 0 a Draft
+or a controlled stop, 2 input rejected before any model call, 1 failed closed.
 """
 
 from __future__ import annotations
@@ -30,12 +29,28 @@ from sre_diag.contract.request import (
 from sre_diag.errors import ConfigError, InputRejected, InputRejection
 from sre_diag.http_bounds import prepare_tls_context
 from sre_diag.log import configure_logging, log_failure
+from sre_diag.settings import Settings
 
 __all__ = ["main"]
 
 _log = logging.getLogger(__name__)
 
 _USAGE_CHARS = 500
+_DESCRIPTION = (
+    "Evidence-bound incident diagnosis for SREs: one agent, three evidence tools (runbooks,"
+    " logs, a read-only business database), hard budgets, and answers that cite what they"
+    " checked. Run 'sre-diag demo' to see it work offline."
+)
+_EPILOG = (
+    "Settings come from the environment (or a .env file): OPENAI_BASE_URL / OPENAI_API_KEY and"
+    " DIAG_MODEL for the model, DIAG_KNOWLEDGE_DIR, DIAG_LOGS_SOURCE and DIAG_MYSQL_DSN for the"
+    " evidence, SLACK_* for Slack. Exit codes: 0 a diagnosis or a controlled stop, 1 failed"
+    " closed, 2 refused before any model call."
+)
+_MODEL_NOT_CONFIGURED = (
+    "no model endpoint is configured: set OPENAI_BASE_URL (any OpenAI-compatible endpoint) and/or"
+    " OPENAI_API_KEY, and DIAG_MODEL; 'sre-diag demo' shows a diagnosis without a model"
+)
 
 
 def _emit(payload: dict[str, Any]) -> None:
@@ -46,6 +61,13 @@ def _emit(payload: dict[str, Any]) -> None:
 def _error(code: str, message: str) -> int:
     _emit({"error": {"code": code, "message": message}})
     return EXIT_REJECTED
+
+
+def _without_model(settings: Settings) -> int | None:
+    """``MODEL_NOT_CONFIGURED`` (exit 2) when no model endpoint is set, before any request."""
+    if settings.model_configured:
+        return None
+    return _error(InputRejection.MODEL_NOT_CONFIGURED.value, _MODEL_NOT_CONFIGURED)
 
 
 def _read_previous_turn(path: str | None) -> PreviousTurn | None:
@@ -64,6 +86,8 @@ async def _diagnose(args: argparse.Namespace) -> int:
         from sre_diag.wiring import build_harness, import_framework
     try:
         settings = load_settings()
+        if (refused := _without_model(settings)) is not None:
+            return refused
         request = DiagnosisRequest(
             args.query, _read_previous_turn(args.previous_turn), asked_at=args.asked_at
         )
@@ -96,6 +120,8 @@ async def _serve(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings()
+        if (refused := _without_model(settings)) is not None:
+            return refused
         return await serve(
             settings, http=args.http, port=args.port, stop=stop, workers=args.workers
         )
@@ -113,7 +139,10 @@ async def _worker(args: argparse.Namespace) -> int:
     from sre_diag.service.worker import run_worker
 
     try:
-        return await run_worker(load_settings(), stop)
+        settings = load_settings()
+        if (refused := _without_model(settings)) is not None:
+            return refused
+        return await run_worker(settings, stop)
     except ConfigError as exc:
         return _error(InputRejection.INVALID_SETTINGS.value, str(exc))
     finally:
@@ -126,7 +155,10 @@ async def _replay(args: argparse.Namespace) -> int:
     from sre_diag.commands.replay import ReplayError, replay_envelope
 
     try:
-        output = await replay_envelope(Path(args.file), load_settings())
+        settings = load_settings()
+        if args.cassette is None and (refused := _without_model(settings)) is not None:
+            return refused
+        output = await replay_envelope(Path(args.file), settings, cassette=args.cassette)
     except ConfigError as exc:
         return _error(InputRejection.INVALID_SETTINGS.value, str(exc))
     except ReplayError as exc:
@@ -222,9 +254,12 @@ async def _eval(args: argparse.Namespace) -> int:
     from sre_diag.commands.eval import EvalUsageError, run_eval
 
     try:
+        settings = load_settings()
+        if not args.replay and (refused := _without_model(settings)) is not None:
+            return refused
         return await run_eval(
             args.paths,
-            settings=load_settings(),
+            settings=settings,
             replay=args.replay,
             repeat=args.repeat,
             out=args.out,
@@ -247,37 +282,30 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="sre-diag", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    diagnose = commands.add_parser("diagnose", help="run one diagnosis, print the result JSON")
-    diagnose.add_argument("query")
-    diagnose.add_argument("--previous-turn", metavar="FILE")
-    diagnose.add_argument("--session-id", metavar="ID")
-    diagnose.add_argument(
-        "--asked-at",
-        metavar="TIME",
-        type=_asked_at,
-        help="when the question was asked, RFC 3339 with a zone (default: the run's start)",
+    parser = _Parser(
+        prog="sre-diag",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
     )
-    diagnose.set_defaults(run=_diagnose)
-    serve = commands.add_parser("serve", help="run the Slack app (Socket Mode or HTTP)")
-    serve.add_argument("--http", action="store_true", help="HTTP mode even with SLACK_APP_TOKEN")
-    serve.add_argument("--port", type=int, default=3000)
-    serve.add_argument(
-        "--workers",
-        type=_workers,
-        metavar="N",
-        help="queue runs on Redis and start N local workers (0: workers run elsewhere)",
-    )
-    serve.set_defaults(run=_serve)
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {_version()}",
+        help="print the version and exit",
+    )  # fmt: skip
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    _add_diagnose(commands)
+    _add_serve(commands)
     worker = commands.add_parser("worker", help="run the diagnoses queued on Redis")
     # Set by ``serve --workers N`` for its local workers only: they stop when the front dies.
     worker.add_argument("--front-pid", type=int, default=None, help=argparse.SUPPRESS)
     worker.set_defaults(run=_worker)
     replay = commands.add_parser("replay", help="replay a recorded Slack event envelope")
-    replay.add_argument("file")
+    replay.add_argument("file", metavar="FILE", help="the event envelope (JSON, as Slack sends it)")
+    replay.add_argument(
+        "--cassette", type=Path, metavar="FILE",
+        help="take the model's turns from this recorded file (offline, no model needed)",
+    )  # fmt: skip
     replay.set_defaults(run=_replay)
-    demo = commands.add_parser("demo", help="replay the bundled incident offline")
+    demo = commands.add_parser("demo", help="diagnose the bundled incident offline (no model)")
     demo.add_argument("--text-only", action="store_true", help="omit the result JSON")
     demo.set_defaults(run=_demo)
     check = commands.add_parser("check", help="check the settings and reach every backend")
@@ -294,14 +322,70 @@ def _parser() -> argparse.ArgumentParser:
         help="one line per pattern instead: count, pattern and an example, most frequent first",
     )
     patterns.set_defaults(run=_patterns)
-    evaluate = commands.add_parser("eval", help="run evaluation cases, score them (§9)")
-    evaluate.add_argument("paths", nargs="+", metavar="PATH", help="case folder(s)")
-    evaluate.add_argument("--replay", action="store_true", help="each case's recorded cassettes")
-    evaluate.add_argument("--repeat", type=int, default=1, metavar="N")
-    evaluate.add_argument("--out", type=Path, metavar="FILE", help="write the JSON report")
-    evaluate.add_argument("--mysql-admin-dsn", metavar="DSN", help="throwaway DBs for MySQL cases")
-    evaluate.set_defaults(run=_eval)
+    _add_eval(commands)
     return parser
+
+
+def _add_diagnose(commands: Any) -> None:
+    diagnose = commands.add_parser("diagnose", help="run one diagnosis, print the result JSON")
+    diagnose.add_argument("query", metavar="QUERY", help="the question, as the on-call asks it")
+    diagnose.add_argument(
+        "--previous-turn", metavar="FILE",
+        help="JSON of the previous turn: {query, conclusion, missing_info}",
+    )  # fmt: skip
+    diagnose.add_argument(
+        "--session-id", metavar="ID", help="groups runs of one conversation in the audit"
+    )
+    diagnose.add_argument(
+        "--asked-at",
+        metavar="TIME",
+        type=_asked_at,
+        help="when the question was asked, RFC 3339 with a zone (default: the run's start)",
+    )
+    diagnose.set_defaults(run=_diagnose)
+
+
+def _add_serve(commands: Any) -> None:
+    serve = commands.add_parser("serve", help="run the Slack app (Socket Mode or HTTP)")
+    serve.add_argument("--http", action="store_true", help="HTTP mode even with SLACK_APP_TOKEN")
+    serve.add_argument(
+        "--port", type=int, default=3000, metavar="N",
+        help="HTTP port for Slack events and the health endpoints (default: 3000)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--workers",
+        type=_workers,
+        metavar="N",
+        help="queue runs on Redis and start N local workers (0: workers run elsewhere)",
+    )
+    serve.set_defaults(run=_serve)
+
+
+def _add_eval(commands: Any) -> None:
+    evaluate = commands.add_parser("eval", help="run evaluation cases on the model, score them")
+    evaluate.add_argument("paths", nargs="+", metavar="PATH", help="case folder(s)")
+    evaluate.add_argument(
+        "--replay", action="store_true", help="use each case's recorded cassette (no model)"
+    )
+    evaluate.add_argument(
+        "--repeat", type=int, default=1, metavar="N", help="run each case N times (default: 1)"
+    )
+    evaluate.add_argument("--out", type=Path, metavar="FILE", help="write the JSON report")
+    evaluate.add_argument(
+        "--mysql-admin-dsn", metavar="DSN",
+        help="an admin account to create throwaway databases for cases that need MySQL",
+    )  # fmt: skip
+    evaluate.set_defaults(run=_eval)
+
+
+def _version() -> str:
+    """The installed distribution's version (single-sourced from the package metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sre-diag")
+    except PackageNotFoundError:  # a checkout imported without installing
+        return "unknown"
 
 
 def _workers(text: str) -> int:
@@ -335,7 +419,11 @@ def _configure_logging() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # bare ``sre-diag``: the usage, for a person
+        parser.print_help(sys.stderr)
+        return EXIT_REJECTED
     _configure_logging()
     try:
         code: int = asyncio.run(args.run(args))

@@ -10,6 +10,11 @@ admin channel for the replay. Three kinds are replayed: an ``event_callback`` wi
 blocks) — the answer's evidence view too, as a click on its Evidence button would post it —
 and, as the last line, the Execution Result JSON.
 
+With ``--cassette FILE`` the model's turns come from a recorded file (the demo's cassette
+format), served by the shipped scripted model server: the replay runs offline, and a cassette
+that does not fit the run (a turn left over, a request beyond it) is refused
+``CASSETTE_MISMATCH``.
+
 A replay touches no production state: its dedupe, thread locks and cancels live in this process
 (even with ``DIAG_REDIS_URL`` set), and its runs' session ids (hence audit records) start with
 ``replay:``.
@@ -20,10 +25,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+from pydantic import SecretStr
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
@@ -31,11 +38,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from sre_diag.commands.errors import ReplayError
 from sre_diag.contract.result import ExecutionResult
-from sre_diag.doubles.recording_slack import RecordingSlackApi, blocks_to_text
+from sre_diag.doubles.errors import ModelScriptError
+from sre_diag.doubles.recording_slack import RecordingSlackApi
+from sre_diag.doubles.scripted_model import ModelStep, ScriptedModelServer, load_cassette
 from sre_diag.settings import Settings
 from sre_diag.slack import register
 from sre_diag.slack.alerts import source_of
-from sre_diag.slack.blocks import EVIDENCE_ACTION_ID
+from sre_diag.slack.blocks import EVIDENCE_ACTION_ID, blocks_text
 from sre_diag.slack.gate import malformed_detail, slack_ts
 from sre_diag.slack.messages import DIAGNOSE_CALLBACK_ID
 
@@ -123,8 +132,53 @@ def _shortcut(payload: dict[str, Any]) -> _Loaded:
     )
 
 
-async def replay_envelope(path: Path, settings: Settings) -> ReplayOutput:
+def _cassette_steps(path: Path) -> list[ModelStep]:
+    """The recorded model turns of ``path``; ``INVALID_CASSETTE`` when it cannot be read."""
+    try:
+        steps = load_cassette(path)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+        raise ReplayError(
+            "INVALID_CASSETTE", "the cassette is not a readable recorded model file"
+        ) from None
+    if not steps:
+        raise ReplayError("INVALID_CASSETTE", "the cassette holds no model turn")
+    return steps
+
+
+async def _recorded_model(stack: AsyncExitStack, cassette: Path | None) -> dict[str, Any]:
+    """Settings that point the run at the cassette's scripted model (none without one)."""
+    if cassette is None:
+        return {}
+    server = ScriptedModelServer(_cassette_steps(cassette), model="recorded-cassette")
+    await stack.enter_async_context(server)
+    stack.callback(_check_cassette, server)
+    return {
+        "openai_base_url": server.base_url,
+        "openai_api_key": SecretStr("offline-replay"),
+        "model": "recorded-cassette",
+    }
+
+
+def _check_cassette(server: ScriptedModelServer) -> None:
+    try:
+        server.assert_complete()
+    except ModelScriptError:
+        raise ReplayError(
+            "CASSETTE_MISMATCH", "the recorded model turns did not fit this event's run"
+        ) from None
+
+
+async def replay_envelope(
+    path: Path, settings: Settings, *, cassette: Path | None = None
+) -> ReplayOutput:
     loaded = _load(path)
+    async with AsyncExitStack() as stack:
+        model = await _recorded_model(stack, cassette)
+        output = await _replay(loaded, settings, model)
+    return output
+
+
+async def _replay(loaded: _Loaded, settings: Settings, model: dict[str, Any]) -> ReplayOutput:
     async with RecordingSlackApi() as slack:
         # In-process state whatever DIAG_REDIS_URL says: a replay must never take (or free) a
         # real thread's lock, claim a real event id or raise a real cancel flag.
@@ -135,6 +189,7 @@ async def replay_envelope(path: Path, settings: Settings) -> ReplayOutput:
                 "alert_cooldown_seconds": 0.0,
                 "slack_api_url": slack.base_url,
                 "redis_url": None,
+                **model,
             }
         )
         client = AsyncWebClient(token="xoxb-local-replay", base_url=slack.base_url)
@@ -165,7 +220,7 @@ def _reading(params: dict[str, Any]) -> str:
     if isinstance(blocks, str):
         blocks = json.loads(blocks)
     if isinstance(blocks, list) and blocks:
-        return blocks_to_text(blocks)
+        return blocks_text(blocks)
     return str(params.get("text", ""))
 
 

@@ -1,9 +1,11 @@
 """``python -m sre_diag.resources NAME``: where the installed package keeps one of its data sets.
 
 Prints one absolute path: ``evals`` (the bundled eval suite), ``slack-event`` (the sample
-Slack event envelope), ``incident`` (the demo incident), ``knowledge`` and ``logs`` (its
-runbooks and log folder), ``mysql`` (its schema and seed), ``manifest`` and ``manifest-http``
-(the Slack app manifests for Socket Mode and for ``serve --http``). Exit 2 on an unknown name.
+Slack event envelope), ``cassette`` (the recorded model turns that replay it offline:
+``sre-diag replay EVENT --cassette FILE`` with the demo's runbooks and logs), ``incident`` (the
+demo incident), ``knowledge`` and ``logs`` (its runbooks and log folder), ``mysql`` (its schema
+and seed), ``manifest`` and ``manifest-http`` (the Slack app manifests for Socket Mode and for
+``serve --http``). Exit 2 on an unknown name.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sre_diag.resources import (
+    BUNDLED_CASSETTES,
     BUNDLED_INCIDENT,
     BUNDLED_KNOWLEDGE,
     BUNDLED_LOGS,
@@ -27,6 +30,7 @@ __all__ = ["PATHS", "main"]
 PATHS: dict[str, Callable[[], Path]] = {
     "evals": bundled_evals,
     "slack-event": sample_slack_event,
+    "cassette": lambda: BUNDLED_CASSETTES / "without-mysql.json",
     "incident": lambda: BUNDLED_INCIDENT,
     "knowledge": lambda: BUNDLED_KNOWLEDGE,
     "logs": lambda: BUNDLED_LOGS,

@@ -28,16 +28,18 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from sre_diag.contract.text import EvidenceCheck, evidence_lines, one_line
+from sre_diag.contract.text import EvidenceCheck, one_line
+from sre_diag.slack.evidence_items import check_lines
 from sre_diag.slack.links import Link, safe_url
 from sre_diag.slack.mrkdwn import (
-    BLANK_MARK,
     ID_MAX,
     IDENT,
-    QUOTE,
+    ZONE_NOTE,
+    Window,
+    as_shown,
+    check_title,
     cut,
     fit,
-    ident,
     more,
     width,
 )
@@ -56,6 +58,7 @@ __all__ = [
     "SECTION_TEXT_MAX",
     "SlackMessage",
     "StatusView",
+    "blocks_text",
     "context",
     "header",
     "message",
@@ -149,6 +152,34 @@ def header(text: str) -> HeaderBlock:
     return HeaderBlock(text=PlainTextObject(text=text[:HEADER_TEXT_MAX], emoji=True))
 
 
+_TERMINAL_ZONE = "times in UTC"
+"""A terminal shows each date token's fallback: UTC."""
+
+
+def blocks_text(blocks: Iterable[Mapping[str, Any]]) -> str:
+    """Serialised blocks as a reader sees them, one block after another (``replay``'s text
+    rendering): mrkdwn read as shown (``as_shown``), buttons as ``[label]``."""
+    lines: list[str] = []
+    for block in blocks:
+        kind = block.get("type")
+        found = block.get("text")
+        text: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        elements = [e for e in block.get("elements") or [] if isinstance(e, Mapping)]
+        if kind == "header":
+            lines += ["", str(text.get("text", ""))]
+        elif kind == "section":
+            lines.append(as_shown(str(text.get("text", ""))))
+        elif kind == "context":
+            shown = " · ".join(as_shown(str(e.get("text", ""))) for e in elements)
+            lines.append("  " + shown.replace(ZONE_NOTE, _TERMINAL_ZONE))
+        elif kind == "actions":
+            labels = [str((e.get("text") or {}).get("text", "")) for e in elements]
+            lines.append("[" + "] [".join(labels) + "]")
+        elif kind == "divider":
+            lines.append("─" * 40)
+    return "\n".join(lines).strip("\n")
+
+
 def message(text: str, blocks: Sequence[Block]) -> SlackMessage:
     """``text`` is the fallback, already escaped."""
     fallback = cut(text, FALLBACK_TEXT_MAX)
@@ -178,48 +209,58 @@ def _cancel_button(run_key: str) -> ActionsBlock:
 
 
 def _status_line(view: StatusView) -> str:
+    """The first line of the status message, in the engineer's words."""
     if view.state == "QUEUED":
-        if view.queue_position is None:
-            return "Queued"
-        return f"Queued — position {view.queue_position}"
+        ahead = (view.queue_position or 1) - 1
+        if ahead <= 0:
+            return "Starting: next in line"
+        return f"Queued · Waiting: {_count(ahead, 'diagnosis', 'diagnoses')} ahead"
     if view.state == "RUNNING":
-        rounds = f"round {view.rounds_used}"
-        if view.max_rounds:
-            rounds += f" of {view.max_rounds}"
-        return f"Running — {rounds} · {view.checks_done} checks done"
+        if view.current_check:
+            return f"Step {view.checks_done + 1} · {_doing(view.current_check)}"
+        if view.checks_done == 0:
+            return "Starting: reading the question"
+        return "Weighing what the checks found"
     return fit(view.final_note, _NOTE_MAX) if view.final_note else "Finished"
 
 
-def _current(label: str) -> str:
-    """``tool · scope`` of the check in flight: the tool is ours, the scope is escaped."""
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
+_DOING = {
+    "query_logs": "reading {} logs",
+    "query_mysql": "querying the database: {}",
+    "lookup_knowledge": "searching the runbooks: {}",
+}
+
+
+def _doing(label: str) -> str:
+    """The check in flight (``tool · scope``) as what is happening: ``reading payment-api
+    logs``. The tool is ours; the scope (from the model's arguments) is escaped."""
     tool, sep, scope = label.partition(" · ")
-    if sep and IDENT.fullmatch(tool):
-        return f"{ident(tool, 40)} · {fit(scope, _NOTE_MAX - 50)}"
-    return fit(label, _NOTE_MAX)
+    phrase = _DOING.get(tool) if sep and IDENT.fullmatch(tool) else None
+    if phrase is None:
+        return f"running {fit(label, _NOTE_MAX)}"
+    if tool == "query_logs":
+        service, _, detail = scope.partition(" · ")
+        text = phrase.format(fit(service, 120))
+        return f"{text} ({fit(detail, _NOTE_MAX - 150)})" if one_line(detail) else text
+    return phrase.format(fit(scope, _NOTE_MAX - 50))
 
 
 def render_status(view: StatusView) -> SlackMessage:
     """The live status message of a run; QUEUED and RUNNING carry the Cancel button."""
     line = _status_line(view)
-    text = line
-    if view.state == "RUNNING":
-        current = _current(view.current_check) if view.current_check else "starting"
-        text += f"\nCurrent check: {current}"
-    blocks: list[Block] = [section(text)]
+    blocks: list[Block] = [section(line)]
+    if view.state == "RUNNING" and view.checks_done:
+        blocks.append(context(f"{_count(view.checks_done, 'check', 'checks')} done"))
     if view.state != "FINISHED":
         blocks.append(_cancel_button(view.run_key))
     return message(line, blocks)
 
 
 # --------------------------------------------------------------------------- evidence
-
-
-def _evidence_lines(check: EvidenceCheck) -> list[str]:
-    """Our labels, the summary's values and the items escaped; each item a quoted line."""
-    head, items = evidence_lines(check.observation)
-    lines = [f"_{label}:_ {fit(text, _EVIDENCE_LINE_MAX)}" for label, text in head]
-    lines += [QUOTE + fit(text, _EVIDENCE_LINE_MAX) for text in items]
-    return lines
 
 
 def _within(lines: Sequence[str], max_chars: int) -> list[str]:
@@ -234,17 +275,14 @@ def _within(lines: Sequence[str], max_chars: int) -> list[str]:
     return kept
 
 
-def _evidence_check_blocks(check: EvidenceCheck, max_blocks: int, max_chars: int) -> list[Block]:
-    items = check.observation.get("items")
-    count = len(items) if isinstance(items, list) else 0
-    left_out = "; the tool left more out" if check.truncated else ""
-    title = (
-        f"*#{check.number}* {ident(check.tool, 40)} · "
-        f"{fit(check.scope or '', _LABEL_MAX) if one_line(check.scope or '') else BLANK_MARK}"
-        f" — {count} items{left_out}"
-    )
-    lines = _within(_evidence_lines(check), max_chars) or ["_No items._"]
-    return sections(pack(title, lines, max_blocks=max_blocks))
+def _evidence_check_blocks(
+    check: EvidenceCheck, window: Window | None, max_blocks: int, max_chars: int
+) -> list[Block]:
+    shown = check_lines(check.observation)
+    title = f"*#{check.number}* {check_title(check.tool, check.scope, window, _LABEL_MAX)}"
+    title += f" — {shown.count}"
+    lines = _within([cut(x, _EVIDENCE_LINE_MAX) for x in shown.lines], max_chars)
+    return sections(pack(title, lines or ["_Nothing matched._"], max_blocks=max_blocks))
 
 
 def _links_block(links: Sequence[Link]) -> ContextBlock | None:
@@ -261,31 +299,36 @@ def render_evidence(
     run_id: str,
     checks: Sequence[EvidenceCheck],
     links: Mapping[str, Sequence[Link]] | None = None,
+    windows: Mapping[str, Window] | None = None,
 ) -> SlackMessage:
-    """The evidence view of an answer: each cited check's observation as the model saw it,
-    and under it the check's links to its source, if any (Grafana Explore, runbook pages).
+    """The evidence view of an answer: each cited check's observation as the model saw it, in
+    the order the checks ran, and under it the check's links to its source, if any (Grafana
+    Explore, runbook pages). ``windows`` are the log checks' windows (shown as Slack dates).
 
     Log lines, rows and runbook snippets are quoted and escaped like model text; the message
     stays within the Block Kit limits whatever the observations hold.
     """
-    shown = list(checks[:_EVIDENCE_CHECKS_MAX])
-    kept = links or {}
+    ordered = sorted(checks, key=lambda c: c.number)
+    shown = ordered[:_EVIDENCE_CHECKS_MAX]
+    kept, spans = links or {}, windows or {}
     link_blocks = {c.tool_call_id: _links_block(kept.get(c.tool_call_id, ())) for c in shown}
     blocks: list[Block] = [
         header("Evidence"),
-        context(f"What the model saw for the checks the answer cites · run {fit(run_id, ID_MAX)}"),
+        context(f"What the model saw for the checks the answer cites · {ZONE_NOTE}"),
     ]
     if not shown:
         blocks.append(section("No cited check kept evidence."))
-    room = MAX_BLOCKS - len(blocks) - 1 - sum(b is not None for b in link_blocks.values())
+    room = MAX_BLOCKS - len(blocks) - 2 - sum(b is not None for b in link_blocks.values())
     per_check = max(room // max(len(shown), 1), 1)
     chars = _EVIDENCE_CHARS_MAX // max(len(shown), 1)
     for check in shown:
-        blocks += _evidence_check_blocks(check, per_check, chars)
+        window = spans.get(check.tool_call_id)
+        blocks += _evidence_check_blocks(check, window, per_check, chars)
         link_block = link_blocks[check.tool_call_id]
         if link_block is not None:
             blocks.append(link_block)
-    if len(checks) > len(shown):
-        blocks.append(context(more(len(checks) - len(shown))))
+    if len(ordered) > len(shown):
+        blocks.append(context(more(len(ordered) - len(shown))))
+    blocks.append(context(f"Run {fit(run_id, ID_MAX)}"))
     text = f"Evidence of run {fit(run_id, ID_MAX)}: {len(shown)} cited checks"
     return message(text, blocks)

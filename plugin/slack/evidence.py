@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sre_diag.contract.result import ExecutionResult
@@ -84,8 +84,8 @@ def _window(business: dict[str, Any] | None) -> Window | None:
 
 
 def evidence_ids(result: ExecutionResult) -> list[str]:
-    """The checks an answer's evidence view shows: those it cites, in order of first citation
-    (a Draft), or its READY checks (a stop or a failure)."""
+    """The checks an answer's evidence view shows, in the order they ran: those it cites (a
+    Draft), or its READY checks (a stop or a failure)."""
     checks = result.progress.checks if result.progress else ()
     ready = {c.tool_call_id for c in checks if c.status == InvocationStatus.READY.value}
     draft = result.draft
@@ -95,7 +95,8 @@ def evidence_ids(result: ExecutionResult) -> list[str]:
         ids = list(draft.conclusion.evidence_tool_call_ids) if draft.conclusion else []
         for item in draft.analysis:
             ids += getattr(item.evidence, "tool_call_ids", ())
-    return [i for i in dict.fromkeys(ids) if i in ready]
+    cited = set(ids)
+    return [i for i in dict.fromkeys(c.tool_call_id for c in checks) if i in cited & ready]
 
 
 def evidence_key(scope: str, run_id: str) -> str:
@@ -112,6 +113,7 @@ class EvidenceRecord:
         thread_ts: str,
         checks: list[EvidenceCheck],
         links: dict[str, list[Link]] | None = None,
+        windows: dict[str, Window] | None = None,
     ) -> None:
         self.run_id = run_id
         self.channel = channel
@@ -119,6 +121,8 @@ class EvidenceRecord:
         self.checks = checks
         self.links = links or {}
         """Each check's links to its source, by tool call id (see ``sre_diag.slack.links``)."""
+        self.windows = windows or {}
+        """Each log check's window, by tool call id (shown as Slack dates)."""
 
     def dumps(self) -> str:
         return json.dumps(
@@ -137,6 +141,10 @@ class EvidenceRecord:
                     for c in self.checks
                 ],
                 "links": dump_links(self.links),
+                "windows": {
+                    key: [int(start.timestamp()), int(end.timestamp())]
+                    for key, (start, end) in self.windows.items()
+                },
             },
             ensure_ascii=False,
         )
@@ -158,11 +166,30 @@ class EvidenceRecord:
             ]
             links = load_links(data.get("links"))
             return cls(
-                str(data["run_id"]), str(data["channel"]), str(data["thread_ts"]), checks, links
+                str(data["run_id"]),
+                str(data["channel"]),
+                str(data["thread_ts"]),
+                checks,
+                links,
+                _load_windows(data.get("windows")),
             )
         except (ValueError, KeyError, TypeError) as exc:
             log_failure(_log, logging.WARNING, "kept evidence unreadable: %s", exc=exc)
             return None
+
+
+def _load_windows(data: object) -> dict[str, Window]:
+    """Windows kept with an answer's evidence (epoch seconds); anything else is dropped."""
+    if not isinstance(data, dict):
+        return {}
+    loaded: dict[str, Window] = {}
+    for key, pair in data.items():
+        if isinstance(key, str) and isinstance(pair, list) and len(pair) == 2:
+            start, end = pair
+            if all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**34
+                   for v in (start, end)) and start < end:  # fmt: skip
+                loaded[key] = (datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
+    return loaded
 
 
 def evidence_record(
@@ -200,4 +227,5 @@ def evidence_record(
         for shown in kept:
             business = collector.inputs.get(shown.tool_call_id)
             made[shown.tool_call_id] = links.of(shown.tool, business, shown.observation)
-    return EvidenceRecord(result.run_id, channel, thread_ts, kept, made)
+    windows = {c.tool_call_id: w for c in kept if (w := collector.windows.get(c.tool_call_id))}
+    return EvidenceRecord(result.run_id, channel, thread_ts, kept, made, windows)

@@ -400,7 +400,7 @@ class Listeners:
             self.count(EventResult.IGNORED, "EVIDENCE_EXPIRED")
             await self._tell(client, click, evidence_expired(self.evidence_ttl_seconds))
             return
-        message = render_evidence(record.run_id, record.checks, record.links)
+        message = render_evidence(record.run_id, record.checks, record.links, record.windows)
         try:
             await client.chat_postMessage(
                 channel=record.channel,

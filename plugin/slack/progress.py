@@ -116,8 +116,8 @@ class ProgressTracker(StepHook):
         self.update(state="RUNNING", current_check=f"{tool.value} · {scope}")
 
     def on_tool_invocation(self, ctx: RunState, invocation: Invocation) -> None:
-        if invocation.executed():
-            self.update(checks_done=self.view.checks_done + 1)
+        if invocation.executed():  # the check in flight is done: the status stops naming it
+            self.update(checks_done=self.view.checks_done + 1, current_check=None)
 
     # -- cancel polling ----------------------------------------------------------------------
 

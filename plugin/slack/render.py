@@ -2,15 +2,18 @@
 
 Untrusted text — everything the model wrote (summary, statements, scopes, list items) and the
 check ids and scopes taken from its tool arguments — goes through ``mrkdwn`` (escaped, inert,
-identifiers kept as written); the bot's own structure is always formatted (``*Conclusion*``,
-``*1. Finding:*``, ``_Evidence:_``, citations and check lines as ``*#1*``), which escaped text can
-never be. So every line of a section begins with the bot's own text or a quote mark, and no text
-from the model can look like a heading, a citation or a check line.
+identifiers kept as written); the bot's own structure is always formatted (``*1. Finding:*``,
+``_Evidence:_``, citations and check lines as ``*#1*``), which escaped text can never be. So
+every line of a section begins with the bot's own text or a quote mark, and no text from the
+model can look like a heading, a citation or a check line.
 
-A final answer's first screen is short (conclusion, confidence, the top findings and the
-Evidence / feedback buttons); the rest follows a divider, each scope said once (under
-*Checked*). Times the bot itself produced (a log check's window, when the question was asked)
-are Slack date tokens.
+The header says what the answer is and how sure, once (``Diagnosis · HIGH confidence``, ``No
+confirmed cause``, ``Stopped before a conclusion``, ``Diagnosis failed · no conclusion``); the
+body does not repeat it. The first screen is short (the conclusion — or, without one, what is
+missing — the top findings and the Evidence / feedback buttons); the rest follows a divider,
+each check's scope said once (under *Checked*, from the run's own record). Times the bot shows
+are Slack date tokens, the zone said once; the operator's numbers (run id, model calls, tokens)
+sit in the last, quiet context line.
 
 Every message stays inside the Block Kit limits (``blocks``) for any Draft the schema allows:
 long texts are trimmed with a visible ``…`` and list overflow is marked ``(n more not shown)``.
@@ -19,7 +22,6 @@ The status message and the Evidence view are ``blocks``; the untrusted-text rule
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,7 +30,6 @@ from slack_sdk.models.blocks import (
     ActionsBlock,
     Block,
     ButtonElement,
-    ContextBlock,
     DividerBlock,
     PlainTextObject,
     SectionBlock,
@@ -36,7 +37,7 @@ from slack_sdk.models.blocks import (
 
 from sre_diag.contract.draft import AnalysisItem, CitedEvidence, Conclusion, DiagnosisDraft
 from sre_diag.contract.result import Check, ExecutionResult, Outcome
-from sre_diag.contract.text import STOP_EXPLANATIONS, distinct_scopes, one_line
+from sre_diag.contract.text import STOP_EXPLANATIONS
 from sre_diag.slack.blocks import (
     BUTTON_VALUE_MAX,
     EVIDENCE_ACTION_ID,
@@ -53,6 +54,8 @@ from sre_diag.slack.blocks import (
 )
 from sre_diag.slack.mrkdwn import (
     ID_MAX,
+    ZONE_NOTE,
+    check_title,
     fit,
     ident,
     more,
@@ -60,7 +63,6 @@ from sre_diag.slack.mrkdwn import (
     quoted,
     slack_date,
     width,
-    window_text,
 )
 
 __all__ = [
@@ -80,7 +82,10 @@ _LIST_BLOCKS_MAX = 3
 _CHECK_LINE_MAX = 400
 _CHECK_BLOCKS_MAX = 10
 _FIRST_SCREEN_FINDINGS = 2
-_WINDOW = re.compile(r"\s*·\s*\d{2}:\d{2}–\d{2}:\d{2} UTC$")
+
+NO_CONCLUSION_HEADER = "No confirmed cause"
+STOPPED_HEADER = "Stopped before a conclusion"
+FAILED_HEADER = "Diagnosis failed · no conclusion"
 
 WORKER_LOST_DETAIL = "WORKER_LOST"
 QUEUE_LOST_DETAIL = "QUEUE_LOST"
@@ -132,25 +137,25 @@ class _Checks:
         return _fit_joined([self.cite(i) for i in ids], "; ", _EVIDENCE_MAX)
 
     def line(self, check: Check) -> str:
-        if check.error_code:
-            detail = f"{ident(check.status, 30)} ({ident(check.error_code, 60)})"
-        else:
-            detail = f"{ident(check.status, 30)} · {check.item_count} items"
-        label = _label(check, _CHECK_LINE_MAX - 150, self.windows.get(check.tool_call_id))
-        return f"*#{self.number(check)}* {label} — {detail}"
+        window = self.windows.get(check.tool_call_id)
+        label = check_title(check.tool, check.scope, window, _CHECK_LINE_MAX - 150)
+        return f"*#{self.number(check)}* {label} — {_outcome(check)}"
 
 
-def _label(check: Check, limit: int, window: tuple[datetime, datetime] | None = None) -> str:
-    """``query_logs · payment-api · ERROR · 10:00–10:30 UTC``: the tool, then the escaped scope;
-    a log check's window (known from its input) as Slack dates instead of UTC text."""
-    tool = ident(check.tool, 40)
-    scope = check.scope or ""
-    when = ""
-    if window is not None and _WINDOW.search(scope):
-        scope, when = _WINDOW.sub("", scope), f" · {window_text(window)}"
-    if not one_line(scope):
-        return f"{tool}{when}"
-    return f"{tool} · {fit(scope, limit - width(tool) - 3)}{when}"
+_RETURNED = {
+    "query_logs": ("line returned", "lines returned"),
+    "query_mysql": ("row returned", "rows returned"),
+    "lookup_knowledge": ("runbook section found", "runbook sections found"),
+}
+
+
+def _outcome(check: Check) -> str:
+    """What a check gave, in words: ``20 lines returned``, ``failed (TIMEOUT)``."""
+    if check.error_code:
+        verb = "not run" if check.status == "REJECTED" else "failed"
+        return f"{verb} ({ident(check.error_code, 60)})"
+    one, many = _RETURNED.get(check.tool, ("item returned", "items returned"))
+    return f"{check.item_count:,} {one if check.item_count == 1 else many}"
 
 
 def _fit_joined(parts: Sequence[str], sep: str, limit: int) -> str:
@@ -174,10 +179,12 @@ def _checks_sections(title: str, checks: _Checks, selected: Sequence[Check]) -> 
 
 
 def _conclusion_section(conclusion: Conclusion | None, checks: _Checks) -> SectionBlock:
+    """The conclusion itself (the header already says how sure), and what it rests on."""
     if conclusion is None:
-        return section("*No confirmed conclusion.* See what is still missing below.")
+        return section(
+            "The checks did not support a conclusion. What is still missing is listed below."
+        )
     return section(
-        f"*Conclusion* (confidence: *{conclusion.confidence.value}*)\n"
         f"{fit(conclusion.summary, _SUMMARY_MAX, quoted)}\n"
         f"_Evidence:_ {checks.cite_all(conclusion.evidence_tool_call_ids)}"
     )
@@ -207,19 +214,24 @@ def _top_findings(draft: DiagnosisDraft) -> list[int]:
 
 
 def _checked_sections(draft: DiagnosisDraft, checks: _Checks) -> list[Block]:
-    """*Checked*: each check once (with its scope), then what the model adds that no check says."""
+    """*Checked*: each check of the run once, with its scope, from the run's own record. The
+    model's own list of what it checked only restates them; it is shown when nothing was."""
     lines = [checks.line(c) for c in checks.all]
-    extra = distinct_scopes(draft.limitations.checked_scope, checks.all)
-    lines += [f"• {fit(item, _LIST_ITEM_MAX)}" for item in extra]
+    if not lines:
+        lines = [f"• {fit(item, _LIST_ITEM_MAX)}" for item in draft.limitations.checked_scope]
     if not lines:
         return []
     return sections(pack("*Checked*", lines, max_blocks=_LIST_BLOCKS_MAX))
 
 
 def _draft_blocks(draft: DiagnosisDraft, checks: _Checks, buttons: Sequence[Block]) -> list[Block]:
-    """First screen: conclusion, top findings, buttons. Below a divider: the rest."""
+    """First screen: conclusion (or, without one, what is missing), top findings, buttons.
+    Below a divider: the rest."""
     top = _top_findings(draft)
+    missing = _list_sections("Still missing", draft.limitations.missing_info)
     blocks: list[Block] = [_conclusion_section(draft.conclusion, checks)]
+    if draft.conclusion is None:
+        blocks += missing
     blocks += [_analysis_section(n, draft.analysis[n - 1], checks) for n in top]
     blocks += buttons
     rest = [
@@ -231,7 +243,7 @@ def _draft_blocks(draft: DiagnosisDraft, checks: _Checks, buttons: Sequence[Bloc
         *_list_sections("Action plan", draft.action_plan),
         *_list_sections("Recommendations", draft.recommendations),
         *_checked_sections(draft, checks),
-        *_list_sections("Still missing", draft.limitations.missing_info),
+        *(missing if draft.conclusion is not None else ()),
     )
     if rest or lists:
         blocks.append(DividerBlock())
@@ -242,45 +254,64 @@ def _draft_blocks(draft: DiagnosisDraft, checks: _Checks, buttons: Sequence[Bloc
 
 
 def _draft_headline(draft: DiagnosisDraft) -> tuple[str, str]:
-    """(header text, fallback summary) of a Draft."""
+    """(header text, fallback summary) of a Draft: what it is and how sure, once."""
     c = draft.conclusion
     if c is None:
-        return "Diagnosis: No confirmed conclusion", "Diagnosis: No confirmed conclusion"
-    summary = f"Diagnosis ({c.confidence.value} confidence): {fit(c.summary, 2500)}"
-    return f"Diagnosis: conclusion ({c.confidence.value} confidence)", summary
+        return NO_CONCLUSION_HEADER, f"{NO_CONCLUSION_HEADER}: the checks did not support one"
+    head = f"Diagnosis · {c.confidence.value} confidence"
+    return head, f"{head}: {fit(c.summary, 2500)}"
 
 
 # --------------------------------------------------------------------------- results
 
 
-def _footer(result: ExecutionResult, asked_at: datetime | None = None) -> ContextBlock:
+def _footer(result: ExecutionResult, asked_at: datetime | None = None) -> list[Block]:
+    """Two quiet lines: when it was asked and how long it took (times in the reader's zone,
+    said once); then the run id and what it cost, for the operator."""
     u = result.usage
     asked = [f"Asked {slack_date(asked_at)}"] if asked_at is not None else []
-    return context(
-        *asked,
-        f"Run {fit(result.run_id, ID_MAX)}",
-        f"{u.model_calls} model calls",
-        f"{u.prompt_tokens + u.completion_tokens} tokens "
-        f"({u.prompt_tokens} prompt + {u.completion_tokens} completion)",
-        f"{u.tool_calls} tool calls",
-        f"{u.elapsed_ms / 1000:.1f} s",
+    when = " · ".join([*asked, f"answered in {_seconds(u.elapsed_ms)}", ZONE_NOTE])
+    tokens = u.prompt_tokens + u.completion_tokens
+    cost = (
+        f"Run {fit(result.run_id, ID_MAX)} · {_plural(u.model_calls, 'model call')} · "
+        f"{tokens:,} tokens · {_plural(u.tool_calls, 'tool call')}"
     )
+    return [context(when), context(cost)]
+
+
+def _seconds(elapsed_ms: int) -> str:
+    seconds = elapsed_ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def _stop_text(result: ExecutionResult) -> str:
     if result.stop_reason is None:
         return "Stopped before a diagnosis was written."
-    return mrkdwn_escape(STOP_EXPLANATIONS[result.stop_reason])
+    # The header already says it stopped: the body says why.
+    why = STOP_EXPLANATIONS[result.stop_reason].removeprefix("Stopped: ")
+    return mrkdwn_escape(why[:1].upper() + why[1:])
+
+
+_FAILURES = {
+    "INVALID_DRAFT": "the model's final answer could not be accepted",
+    "MODEL_ERROR": "the model did not answer usably",
+    "AGENT_ERROR": "the run hit an internal error",
+}
 
 
 def _failure_text(result: ExecutionResult) -> str:
     f = result.failure
     if f is None:
-        return "The diagnosis failed closed; no conclusion was produced."
-    text = (
-        f"The diagnosis failed closed ({ident(f.code.value)}: {ident(f.detail)}); "
-        "no conclusion was produced."
-    )
+        return "Failed closed: nothing is concluded."
+    why = _FAILURES.get(f.code.value, "it could not finish")
+    text = f"Failed closed: {why}, so nothing is concluded."
     if f.detail == WORKER_LOST_DETAIL:
         text += (
             " The worker process running it was lost before it answered; nothing was run "
@@ -292,6 +323,13 @@ def _failure_text(result: ExecutionResult) -> str:
             "empty or was cleared); nothing was run. Please ask again."
         )
     return text
+
+
+def _failure_code(result: ExecutionResult) -> str:
+    f = result.failure
+    if f is None:
+        return ""
+    return f"Code {ident(f.code.value)} · {ident(f.detail)}"
 
 
 def _body(
@@ -308,13 +346,17 @@ def _body(
             *buttons,
             *_checks_sections("*What was checked*", checks, checks.all),
         ]
-        return "Diagnosis stopped", stop, stopped
+        return STOPPED_HEADER, stop, stopped
     text = _failure_text(result)
-    failed: list[Block] = [section(f"{text}\nRun {fit(result.run_id, ID_MAX)}"), *buttons]
+    failed: list[Block] = [section(text)]
+    code = _failure_code(result)
+    if code:
+        failed.append(context(code))
+    failed += buttons
     if result.progress is not None:
         ready = [c for c in checks.all if c.status == "READY"]
         failed += _checks_sections("*Checks that completed*", checks, ready)
-    return "Diagnosis failed", text, failed
+    return FAILED_HEADER, text, failed
 
 
 def _answer_buttons(run_id: str, extras: AnswerExtras) -> list[Block]:
@@ -355,7 +397,7 @@ def render_result(
     blocks: list[Block] = [header(title)]
     if replay:
         blocks.append(context(REPLAY_NOTE))
-    blocks += body[: MAX_BLOCKS - len(blocks) - 2]  # the budgets above keep this a no-op
-    blocks += [DividerBlock(), _footer(result, extras.asked_at)]
+    blocks += body[: MAX_BLOCKS - len(blocks) - 3]  # the budgets above keep this a no-op
+    blocks += [DividerBlock(), *_footer(result, extras.asked_at)]
     prefix = "Replay — " if replay else ""
     return message(f"{prefix}{summary} (run {fit(result.run_id, ID_MAX)})", blocks)

@@ -198,6 +198,7 @@ async def test_healthy_configuration_every_part_ok(tmp_path: Path, mysql_account
     assert report["ok"] is True
     assert {c["name"]: c["status"] for c in report["checks"]} == {
         "runbooks": "OK", "logs": "OK", "mysql": "OK", "redis": "OK", "audit": "OK", "slack": "OK",
+        "model": "NOT_CONFIGURED",
     }  # fmt: skip
     assert checked.part("runbooks")["facts"]["sections"] == 2
     assert checked.part("logs")["facts"]["services"] == ["order-service", "payment-api"]
@@ -216,7 +217,7 @@ async def test_text_output_one_line_per_part_and_not_configured(tmp_path: Path) 
     assert checked.code == 0, checked.err
     lines = checked.out.strip().splitlines()
     assert [line.split()[0] for line in lines] == [
-        "runbooks", "logs", "mysql", "redis", "audit", "slack",
+        "runbooks", "logs", "mysql", "redis", "audit", "slack", "model",
     ]  # fmt: skip
     by_name = {line.split()[0]: line for line in lines}
     assert " ok " in by_name["runbooks"] and "2 sections in 1 runbooks" in by_name["runbooks"]
@@ -452,8 +453,9 @@ async def test_model_probe_only_with_the_flag(tmp_path: Path, model_server: Star
     server = await model_server([echo, echo, draft])
     env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-CANARY-key"}
     without = await run_check(tmp_path, "--json", **env)
-    assert "model" not in {c["name"] for c in without.report["checks"]}
-    assert "model" not in without.report
+    assert without.part("model")["status"] == "NOT_PROBED"  # named, never contacted
+    assert without.report["model"]["status"] == "NOT_PROBED"
+    assert server.request_count == 0
     checked = await run_check(tmp_path, "--json", "--model", **env)
     assert checked.code == 0, checked.out
     assert checked.part("model")["status"] == "OK"

@@ -44,6 +44,8 @@ CONTRACT_DEFAULTS: dict[str, Expectation] = {
     "DIAG_MYSQL_DSN": None,
     "DIAG_MYSQL_ALLOWED_TABLES": (),  # all tables of the DSN's database
     "DIAG_MYSQL_REQUIRE_READ_ONLY": True,
+    "DIAG_MYSQL_SECRET_COLUMNS": (),
+    "DIAG_MYSQL_REQUIRE_COLUMN_GRANTS": True,
     "DIAG_MYSQL_STATEMENT_TIMEOUT_SECONDS": 5,
     "DIAG_MYSQL_MAX_ROWS": 50,
     "SLACK_BOT_TOKEN": None,
@@ -53,10 +55,11 @@ CONTRACT_DEFAULTS: dict[str, Expectation] = {
     "DIAG_ADMIN_CHANNELS": (),  # none: the bot acts nowhere
     "DIAG_MAX_CONCURRENT_RUNS": 4,
     "DIAG_REDIS_URL": None,
-    "DIAG_AUDIT_SINK": "jsonl:./audit",
+    "DIAG_STATE_DIR": lambda s, v: Path(v) == Path(os.environ["XDG_STATE_HOME"]) / "sre-diag",
+    "DIAG_AUDIT_SINK": lambda s, v: v == f"jsonl:{s.state_dir / 'audit'}",
     "DIAG_AUDIT_TIMEOUT_SECONDS": 5,
     "DIAG_MODEL_TIMEOUT_SECONDS": 60,
-    "DIAG_CACHE_DIR": ".diag-cache",
+    "DIAG_CACHE_DIR": lambda s, v: Path(v) == s.state_dir / "cache",
     "DIAG_KNOWLEDGE_RESCAN_SECONDS": 5,
     "DIAG_CATALOG_REFRESH_SECONDS": 300,
     "DIAG_LOKI_SERVICE_LABEL": "service",
@@ -72,7 +75,9 @@ CONTRACT_DEFAULTS: dict[str, Expectation] = {
     "DIAG_OPS_PORT": None,
     "DIAG_ALERT_SOURCES": (),  # unset: no automatic runs
     "DIAG_ALERT_COOLDOWN_SECONDS": 900,
+    "DIAG_ALERT_MAX_RUNS_PER_HOUR": 20,
     "DIAG_REDACT_EMAILS": True,
+    "DIAG_GRAFANA_ORG_ID": 1,
     "DIAG_GRAFANA_URL": None,  # unset: no links
     "DIAG_GRAFANA_LOKI_UID": None,
     "DIAG_RUNBOOK_URL": None,  # unset: no links
@@ -111,6 +116,7 @@ def empty_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
     for name in list(os.environ):
         if name.startswith(("DIAG_", "OPENAI_", "SLACK_")):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.chdir(tmp_path)  # a .env in the working directory must not count either
     (tmp_path / ".env").write_text("DIAG_MAX_MODEL_CALLS=99\n", encoding="utf-8")
     return Settings(_env_file=None)

@@ -24,6 +24,7 @@ import sys
 import sysconfig
 import tarfile
 import time
+import tomllib
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -97,8 +98,9 @@ def _clean_env(venv: Path, **extra: str) -> dict[str, str]:
     env = {
         name: value
         for name, value in os.environ.items()
-        if not name.startswith(("DIAG_", "OPENAI_", "SLACK_", "PYTHON", "VIRTUAL_ENV"))
+        if not name.startswith(("DIAG_", "OPENAI_", "SLACK_", "PYTHON", "VIRTUAL_ENV", "XDG_"))
     }
+    env["HOME"] = str(venv.parent / "home")  # the state folder lands in a home of the test's
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env.update(extra)
     return env
@@ -168,6 +170,10 @@ async def _sre_diag(
     return process.returncode, out.decode(), err.decode()
 
 
+def _listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
 def _installed_path(installed: Installed, cwd: Path, expression: str) -> Path:
     code = f"import sre_diag.resources as r; print({expression})"
     return Path(_run([str(installed.python), "-c", code], cwd, _clean_env(installed.venv)).strip())
@@ -196,6 +202,20 @@ def test_the_wheel_carries_every_module_and_the_data(installed: Installed) -> No
     assert "sre_diag/resources/slack/app_mention.json" in names
     assert "sre_diag/commands/setup_mysql.py" in names
     print(f"\nwheel built and installed in {installed.build_seconds:.1f} s")
+
+
+def test_the_release_files_pass_twine_check(installed: Installed) -> None:
+    """The sdist and the wheel carry metadata PyPI accepts: the licence as an SPDX expression
+    with its file, and a README that renders."""
+    twine = Path(sys.executable).parent / "twine"
+    out = _run([str(twine), "check", "--strict", str(installed.sdist), str(installed.wheel)], REPO)
+    assert out.count("PASSED") == 2, out
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        (metadata,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+        text = wheel.read(metadata).decode()
+        licences = [n for n in wheel.namelist() if n.endswith("licenses/LICENSE")]
+    assert "License-Expression: Apache-2.0" in text and licences, text[:600]
+    assert "Project-URL: Documentation" in text and "Keywords:" in text
 
 
 def test_the_wheel_installs_one_top_level_package(installed: Installed) -> None:
@@ -255,7 +275,10 @@ def test_the_sdist_carries_prompts_incident_and_manifest(installed: Installed) -
 
 
 def test_the_package_imports_from_the_venv(installed: Installed, empty_dir: Path) -> None:
-    code = "import sre_diag; from sre_diag import register; print(sre_diag.__file__, register.__module__)"
+    code = (
+        "import sre_diag; from sre_diag import register; "
+        "print(sre_diag.__file__, register.__module__)"
+    )
     out = _run([str(installed.python), "-c", code], empty_dir, _clean_env(installed.venv))
     location, module = out.split()
     assert Path(location).resolve().is_relative_to(installed.venv.resolve()), location
@@ -286,6 +309,26 @@ async def test_demo_runs_from_an_empty_folder(installed: Installed, empty_dir: P
     assert "DRAFT" in out and "Checks:" in out
     assert json.loads(out.strip().splitlines()[-1])["outcome"] == "DRAFT"
     assert "Traceback" not in err
+    assert _listing(empty_dir) == []  # the audit and the cache went to the state folder
+    state = installed.venv.parent / "home" / ".local" / "state" / "sre-diag"
+    assert _listing(state) == ["audit", "cache"]
+
+
+async def test_a_first_run_without_settings_says_what_to_do(
+    installed: Installed, empty_dir: Path
+) -> None:
+    """No model, no settings: diagnose refuses naming what to set, check names the model's
+    state, --version answers, and nothing is written where the commands ran."""
+    code, out, err = await _sre_diag(installed, empty_dir, "diagnose", "payment-api 5xx")
+    assert code == 2, err
+    assert json.loads(out)["error"]["code"] == "MODEL_NOT_CONFIGURED"
+    code, out, err = await _sre_diag(installed, empty_dir, "check")
+    assert code == 0, out + err
+    assert any(ln.startswith("model ") and "not configured" in ln for ln in out.splitlines())
+    code, out, _err = await _sre_diag(installed, empty_dir, "--version")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert code == 0 and out.strip() == f"sre-diag {project['version']}"
+    assert _listing(empty_dir) == []
 
 
 async def test_diagnose_against_the_scripted_model(installed: Installed, empty_dir: Path) -> None:

@@ -186,8 +186,8 @@ async def test_alerts_share_the_concurrency_limit_and_show_their_queue_position(
         statuses = {p["thread_ts"]: p["text"] for p in rig.posts()}
         await rig.handle.manager.wait_idle()
         assert len(rig.answers()) == 3
-    assert statuses[second] == "Queued — position 1"
-    assert statuses[third] == "Queued — position 2"
+    assert statuses[second] == "Starting: next in line"
+    assert statuses[third] == "Queued · Waiting: 1 diagnosis ahead"
 
 
 async def test_a_mention_in_the_alerts_thread_is_a_follow_up(

@@ -94,7 +94,8 @@ def _outcome(answer: dict[str, Any]) -> str:
     for detail in ("WORKER_LOST", "QUEUE_LOST"):
         if detail in text:
             return detail
-    return "DRAFT" if "Diagnosis stopped" not in text and "failed closed" not in text else "OTHER"
+    ended = "Stopped before a conclusion" in text or "failed closed" in text
+    return "OTHER" if ended else "DRAFT"
 
 
 async def _until(check: Callable[[], bool], within: float, what: str) -> float:

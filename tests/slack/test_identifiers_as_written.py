@@ -1,11 +1,13 @@
-"""Identifiers in Slack text are kept byte-identical (issue 22 item 5).
+"""Identifiers in Slack text are kept byte-identical, inert, and spanned alone.
 
 An SRE copies ``ord_10290`` or ``ERR_DB_POOL_EXHAUSTED`` from the answer or the Evidence view
 into grep, SQL or a ticket: what Slack shows must be exactly what the model or the evidence
-wrote. Untrusted words carrying a mrkdwn mark sit inside code spans (nothing formats there);
-only ``& < >`` are escaped, as entities Slack shows as the characters. Each test reads a rendered
-message the way Slack shows it — code spans' content literally, outside them the bot's own
-marks removed, the three entities decoded — and finds every identifier in it, byte for byte.
+wrote. An untrusted word carrying a mrkdwn mark has its identifier inside a code span (nothing
+formats there) and the punctuation around it outside (``ord_10231,`` is the span ``ord_10231``
+and a comma); a ``key=value`` is spanned whole; only ``& < >`` are escaped, as entities Slack
+shows as the characters. Each test reads a rendered message the way Slack shows it — code spans'
+content literally, outside them the bot's own marks removed, the three entities decoded — and
+finds every identifier in it, byte for byte.
 """
 
 from __future__ import annotations
@@ -69,13 +71,27 @@ def _mrkdwn_texts(msg: SlackMessage) -> list[str]:
     return found
 
 
+def _is_edge(char: str) -> bool:
+    return char not in "*_~" and unicodedata.category(char)[0] in "PS"
+
+
+def _core(identifier: str) -> str:
+    """The part of a word that goes in the span: without the punctuation at either end."""
+    start, end = 0, len(identifier)
+    while start < end and _is_edge(identifier[start]):
+        start += 1
+    while end > start and _is_edge(identifier[end - 1]):
+        end -= 1
+    return identifier[start:end]
+
+
 def _assert_kept(msg: SlackMessage, identifiers: list[str]) -> None:
     raw = "\n".join(_mrkdwn_texts(msg))
     shown = "\n".join(_visible(t) for t in _mrkdwn_texts(msg))
     for identifier in identifiers:
         assert identifier in shown, identifier  # copied out byte for byte
         if identifier in MARKED:  # and its marks could never format: inside a code span
-            assert f"`{_entities(identifier)}`" in raw, identifier
+            assert f"`{_entities(_core(identifier))}`" in raw, identifier
     for look_alike in ("\u02cd", "\u2217", "\u223c"):
         assert look_alike not in raw
 
@@ -145,6 +161,10 @@ def test_every_identifier_of_the_evidence_view_copies_out_byte_identical() -> No
     msg = render_evidence("run_7", [logs, rows, runbook])
     _assert_kept(msg, [*IDENTIFIERS, "payment_api", "order_id=ord_10290", "max_pool_size",
                        "runbooks/payment_api.md", "error_code=ERR_DB_POOL_EXHAUSTED"])  # fmt: skip
+    raw = "\n".join(_mrkdwn_texts(msg))
+    # A row's cell is one unit: key=value spanned whole, never its first word alone.
+    assert "`order_id=ord_10290`" in raw and "`error_code=ERR_DB_POOL_EXHAUSTED`" in raw
+    assert f"`note={_entities(_words(7))}`" in raw
     plain = render_evidence_text("run_7", [logs, rows, runbook])
     for identifier in IDENTIFIERS:
         assert identifier in plain
@@ -186,3 +206,45 @@ def test_a_backtick_is_the_only_character_shown_as_a_look_alike(text: str) -> No
     ).replace("`", "\u02cb")
     if not re.search(r"@(?:here|channel|everyone)", clean, re.IGNORECASE):
         assert shown == clean
+
+
+# -- spans hold the identifier and nothing else ------------------------------------------------
+
+_ALNUM = "[A-Za-z0-9]{1,6}"
+_IDENTIFIER = st.from_regex(
+    rf"[_*~]?{_ALNUM}(?:[_*~.=/:-]{_ALNUM}){{0,3}}[_*~]?", fullmatch=True
+).filter(lambda i: bool(set(i) & set("*_~")))
+_PUNCTUATION = st.text(
+    alphabet=st.characters(
+        categories=("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So"),
+        exclude_characters="*_~`",
+    ),
+    max_size=4,
+)
+
+
+@given(lead=_PUNCTUATION, identifier=_IDENTIFIER, trail=_PUNCTUATION, before=st.booleans())
+def test_an_identifier_in_any_punctuation_is_spanned_alone(
+    lead: str, identifier: str, trail: str, before: bool
+) -> None:
+    word = f"{lead}{identifier}{trail}"
+    text = f"see {word} now" if before else word
+    out = mrkdwn_escape(text)
+    assert _visible(out) == text  # byte-identical as shown
+    # One span, holding exactly the identifier: no punctuation from around it inside.
+    assert [_decoded(span) for span in _SPAN.findall(out)] == [identifier]
+    # Outside the span nothing is a mark: it cannot format.
+    assert not set(_SPAN.sub("", out)) & set("*_~`")
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ("ord_10231, ord_10232, ord_10245).", "`ord_10231`, `ord_10232`, `ord_10245`)."),
+        ("DB_POOL_TIMEOUT.", "`DB_POOL_TIMEOUT`."),
+        ("(pool max_size=10, in_use=10)'", "(pool `max_size=10`, `in_use=10`)'"),
+        ("«trace_id»:", "«`trace_id`»:"),
+    ],
+)
+def test_marked_words_in_prose_read_cleanly(written: str, expected: str) -> None:
+    assert mrkdwn_escape(written) == expected

@@ -216,8 +216,7 @@ async def test_concurrency_limit_queues_and_one_run_per_thread(
             for c in rig.slack.calls_of("chat.postMessage")
             if c.params.get("thread_ts") == "1764300000.000302"
         ]
-        assert len(second_thread) == 1 and "Queued" in second_thread[0]
-        assert "position 1" in second_thread[0]
+        assert len(second_thread) == 1 and "Starting: next in line" in second_thread[0]
         busy = [
             c.params.get("text", "")
             for c in rig.slack.calls_of("chat.postMessage")

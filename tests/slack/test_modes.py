@@ -152,7 +152,7 @@ async def test_replay_command_prints_posts_and_result(
     assert process.returncode == 0, err.decode()
     text = out.decode()
     assert "[chat.postMessage thread_ts=1795860360.000100]" in text
-    assert "No confirmed conclusion" in text
+    assert "No confirmed cause" in text
     result = json.loads(text.strip().splitlines()[-1])
     assert result["outcome"] == "DRAFT"
     user = next(m for m in model.requests[0]["messages"] if m["role"] == "user")
@@ -189,7 +189,7 @@ async def test_replay_command_rejects_a_non_mention(tmp_path: Path) -> None:
         str(bad),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "sk-never-used"},
         cwd=tmp_path,
     )
     out, _ = await asyncio.wait_for(process.communicate(), timeout=60)

@@ -62,7 +62,7 @@ async def test_answer_layout_dates_and_scope_once(
             f"<!date^{START}^{{date_short_pretty}} {{time}}|2026-11-28 10:00 UTC>"
             f"–<!date^{END}^{{time}}|10:30 UTC>"
         )
-        assert f"*#1* query_logs · payment-api · ERROR · {window} — READY" in text
+        assert f"*#1* query_logs · payment-api · ERROR · {window} — 2 lines returned" in text
         assert "10:00–10:30 UTC" not in text
         # Each scope once: citations name the check, the scope is under Checked only, and the
         # model's checked scope that repeats it is not listed again.
@@ -70,10 +70,12 @@ async def test_answer_layout_dates_and_scope_once(
         assert "_Evidence:_ *#1* query_logs" in text
         assert "payment-api ERROR 日志 10:00–10:30" not in text
         assert "*Checked*" in text and "Limitations" not in text
+        assert "Conclusion" not in text  # the header says it, with how sure
+        assert blocks[0]["text"]["text"] == "Diagnosis · HIGH confidence"
         # Model text keeps its own times as text.
         assert "10:05 起大量 db pool exhausted 错误" in text
         # When the question was asked, as a Slack date, in the footer.
-        footer = " ".join(e["text"] for e in blocks[-1]["elements"])
+        footer = " ".join(e["text"] for e in blocks[-2]["elements"])
         assert "Asked <!date^1764300000^{date_short_pretty} {time}|2025-11-28 03:20 UTC>" in footer
 
 
@@ -134,5 +136,7 @@ async def test_replay_prints_the_evidence_view(model_server: StartServer, tmp_pa
     output = await replay_envelope(REPO / "examples/slack/app_mention.json", settings)
     evidence = [p for p in output.posts if p.splitlines()[1:2] == ["Evidence"]]
     assert len(evidence) == 1, output.posts
-    assert "*#1* lookup_knowledge" in evidence[0]
+    # Printed as a reader sees it: no mrkdwn marks, entities or date tokens.
+    assert "\n#1 lookup_knowledge" in evidence[0]
     assert "Raise the pool size" in evidence[0]
+    assert "<!date" not in evidence[0] and "*#1*" not in evidence[0]

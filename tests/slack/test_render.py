@@ -197,11 +197,13 @@ def test_draft_shows_conclusion_analysis_lists_and_footer() -> None:
     assert "_No evidence found in:_ Disk full on db-1" in text
     for title in ("Action plan", "Recommendations", "Checked", "Still missing"):
         assert title in text
-    footer = msg.blocks[-1]
-    assert footer["type"] == "context"
-    footer_text = " ".join(e["text"] for e in footer["elements"])
-    for part in ("run-42", "4 model calls", "1500 tokens", "3 tool calls", "12.3 s"):
-        assert part in footer_text
+    # Two quiet lines: when and how long for the responder, then the operator's numbers.
+    when, cost = msg.blocks[-2], msg.blocks[-1]
+    assert when["type"] == cost["type"] == "context"
+    assert when["elements"][0]["text"] == "answered in 12.3 s · times in your time zone"
+    cost_text = cost["elements"][0]["text"]
+    assert cost_text == "Run run-42 · 4 model calls · 1,500 tokens · 3 tool calls"
+    assert "prompt" not in _all_text(msg) and "completion" not in _all_text(msg)
     assert "Disk full on db-1" in msg.text and "run-42" in msg.text
     assert "Replay" not in text
 
@@ -211,8 +213,12 @@ def test_draft_without_conclusion_says_so() -> None:
     draft["conclusion"] = None
     msg = render_result(_result(draft=draft, checks=[_check(1), _check(2)]))
     _assert_limits(msg)
-    assert "No confirmed conclusion" in msg.blocks[0]["text"]["text"]
-    assert "No confirmed conclusion" in msg.text
+    assert msg.blocks[0]["text"]["text"] == "No confirmed cause"
+    assert msg.text.startswith("No confirmed cause")
+    # Without a conclusion, what is missing is on the first screen, before the buttons.
+    kinds = [b["type"] for b in msg.blocks]
+    assert "*Still missing*" in msg.blocks[2]["text"]["text"]
+    assert kinds.index("actions") > 2
 
 
 def test_replay_is_marked() -> None:
@@ -241,8 +247,8 @@ def test_maximum_draft_stays_within_limits_and_marks_trims(char: str) -> None:
         # escaping/UTF-16 growth forces trims, and every trim is visible
         assert "…" in text or "more not shown" in text
     bullets = text.count("• ")
-    # 10 + 10 + 1 + 10: the ten identical checked-scope items are said once
-    assert bullets + sum(_hidden_counts(text)) == 31
+    # 10 + 10 + 10: Checked lists the run's checks, never the model's restatement of them
+    assert bullets + sum(_hidden_counts(text)) == 30
 
 
 def _hidden_counts(text: str) -> list[int]:
@@ -256,7 +262,7 @@ def test_maximum_plain_draft_loses_nothing() -> None:
     text = _all_text(msg)
     assert "more not shown" not in text
     assert text.count("x" * 500) == 11  # conclusion + 10 statements, untrimmed
-    assert text.count("• " + "x" * 300) == 31  # the identical checked-scope items once
+    assert text.count("• " + "x" * 300) == 30  # plan, recommendations, missing
 
 
 def test_hostile_text_is_escaped_in_blocks_and_fallback() -> None:
@@ -283,10 +289,13 @@ def test_stopped_explains_and_lists_checks(reason: StopReason) -> None:
     msg = render_result(_result("STOPPED", stop_reason=reason.value, checks=checks))
     _assert_limits(msg)
     text = _all_text(msg)
-    assert STOP_EXPLANATIONS[reason] in text
-    assert STOP_EXPLANATIONS[reason] in msg.text
-    assert "*#1* query_logs · payment-api · ERROR · scope 1 — READY · 1 items" in text
-    assert "*#2* query_logs" in text and "ERROR (TIMEOUT)" in text
+    why = STOP_EXPLANATIONS[reason].removeprefix("Stopped: ")
+    assert why[:1].upper() + why[1:] in text  # the header says it stopped; the body says why
+    assert "Stopped:" not in text
+    assert why[1:] in msg.text
+    assert "*#1* query_logs · payment-api · ERROR · scope 1 — 1 line returned" in text
+    assert "*#2* query_logs" in text and "— failed (TIMEOUT)" in text
+    assert msg.blocks[0]["text"]["text"] == "Stopped before a conclusion"
     assert "<!channel>" not in text
     assert "run-42" in msg.text
     assert msg.blocks[-1]["type"] == "context"
@@ -303,7 +312,7 @@ def test_stopped_with_many_checks_marks_overflow() -> None:
     msg = render_result(_result("STOPPED", stop_reason="DEADLINE_EXCEEDED", checks=checks))
     _assert_limits(msg)
     text = _all_text(msg)
-    shown = text.count(" — READY")
+    shown = len(re.findall(r" — \d+ lines? returned", text))
     assert shown + sum(_hidden_counts(text)) == 200
     assert sum(_hidden_counts(text)) > 0
 
@@ -315,8 +324,12 @@ def test_failed_is_safe_and_lists_ready_checks() -> None:
     )
     _assert_limits(msg)
     text = _all_text(msg)
-    expected = "The diagnosis failed closed (INVALID_DRAFT: FENCED); no conclusion was produced."
+    expected = (
+        "Failed closed: the model's final answer could not be accepted, so nothing is concluded."
+    )
     assert expected in text and expected in msg.text
+    assert msg.blocks[0]["text"]["text"] == "Diagnosis failed · no conclusion"
+    assert "Code INVALID_DRAFT · FENCED" in text  # the code, quietly, for a report
     assert "run-42" in text and "run-42" in msg.text
     assert "*#1* query_logs" in text
     assert "*#2* query_logs" not in text  # only READY checks
@@ -326,7 +339,7 @@ def test_failed_without_progress() -> None:
     msg = render_result(_result("FAILED", failure={"code": "MODEL_ERROR", "detail": "EMPTY"}))
     _assert_limits(msg)
     text = _all_text(msg)
-    assert "MODEL_ERROR: EMPTY" in text
+    assert "Code MODEL_ERROR · EMPTY" in text
     assert "checked" not in text.lower().replace("failed closed", "")
 
 
@@ -340,8 +353,15 @@ def _buttons(msg: SlackMessage) -> list[dict[str, Any]]:
 def test_status_queued() -> None:
     msg = render_status(StatusView(run_key="key-1", state="QUEUED", queue_position=3))
     _assert_limits(msg)
-    assert "Queued — position 3" in _all_text(msg)
-    assert "Queued — position 3" in msg.text
+    assert _all_text(msg).startswith("Queued · Waiting: 2 diagnoses ahead")
+    assert msg.text == "Queued · Waiting: 2 diagnoses ahead"
+    one = render_status(StatusView(run_key="key-1", state="QUEUED", queue_position=2))
+    assert one.text == "Queued · Waiting: 1 diagnosis ahead"
+    # "Queued" only when something is ahead.
+    for position in (1, None):
+        first = render_status(StatusView(run_key="key-1", state="QUEUED", queue_position=position))
+        assert first.text == "Starting: next in line"
+        assert "Queued" not in _all_text(first)
     [button] = _buttons(msg)
     assert button["action_id"] == CANCEL_ACTION_ID == "diag_cancel"
     assert button["value"] == "key-1"
@@ -360,13 +380,36 @@ def test_status_running() -> None:
     msg = render_status(view)
     _assert_limits(msg)
     text = _all_text(msg)
-    assert "round 2 of 8" in text
+    assert msg.text.startswith("Step 6 · reading payment-api logs (ERROR · 10:00–10:30 UTC")
     assert "5 checks done" in text
-    assert "query_logs · payment-api · ERROR · 10:00–10:30 UTC" in text
+    assert "round" not in text and "Current check" not in text
     assert "<!channel>" not in text
     [button] = _buttons(msg)
     assert button["action_id"] == CANCEL_ACTION_ID
     assert button["value"] == "key-2"
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected", "done"),
+    [
+        ({}, "Starting: reading the question", None),
+        ({"checks_done": 1, "rounds_used": 2}, "Weighing what the checks found", "1 check done"),
+        ({"checks_done": 1, "current_check": "query_mysql · deployments around 10:00"},
+         "Step 2 · querying the database: deployments around 10:00", "1 check done"),
+        ({"current_check": "lookup_knowledge · db pool exhausted"},
+         "Step 1 · searching the runbooks: db pool exhausted", None),
+        ({"checks_done": 2, "current_check": "query_logs · payment-api"},
+         "Step 3 · reading payment-api logs", "2 checks done"),
+    ],
+)  # fmt: skip
+def test_status_says_what_is_happening(
+    changes: dict[str, Any], expected: str, done: str | None
+) -> None:
+    msg = render_status(StatusView(run_key="k", state="RUNNING", max_rounds=8, **changes))
+    _assert_limits(msg)
+    assert msg.text == expected
+    contexts = [b for b in msg.blocks if b["type"] == "context"]
+    assert [c["elements"][0]["text"] for c in contexts] == ([done] if done else [])
 
 
 def test_status_finished_has_no_button() -> None:
@@ -475,3 +518,34 @@ def test_any_stop_stays_within_limits(reason: StopReason, scopes: list[str | Non
     checks = [_check(n) | {"scope": scope} for n, scope in enumerate(scopes, 1)]
     msg = render_result(_result("STOPPED", stop_reason=reason.value, checks=checks))
     _assert_limits(msg)
+
+
+def test_the_status_follows_a_run_step_by_step() -> None:
+    """What the tracker records reads as what is happening, and a finished check is not named
+    as the current step."""
+    from typing import cast
+
+    from sre_diag.harness.ledger import Invocation, InvocationStatus
+    from sre_diag.harness.state import ModelRound, RunState
+    from sre_diag.slack.progress import ProgressTracker
+    from sre_diag.tools.base import ToolName
+
+    ctx = cast(RunState, None)  # the hooks read nothing of the run
+    tracker = ProgressTracker(view=StatusView(run_key="k", state="QUEUED", queue_position=1))
+    seen = [render_status(tracker.view).text]
+    tracker.on_model_round(ctx, ModelRound(index=1, started_ms=0))
+    seen.append(render_status(tracker.view).text)
+    tracker.on_tool_started(ctx, ToolName.QUERY_LOGS, "payment-api · ERROR · 10:00–10:30 UTC")
+    seen.append(render_status(tracker.view).text)
+    done = Invocation("call-1", "run-1", ToolName.QUERY_LOGS, InvocationStatus.READY)
+    tracker.on_tool_invocation(ctx, done)
+    seen.append(render_status(tracker.view).text)
+    tracker.on_tool_started(ctx, ToolName.QUERY_MYSQL, "deployments around 10:00")
+    seen.append(render_status(tracker.view).text)
+    assert seen == [
+        "Starting: next in line",
+        "Starting: reading the question",
+        "Step 1 · reading payment-api logs (ERROR · 10:00–10:30 UTC)",
+        "Weighing what the checks found",
+        "Step 2 · querying the database: deployments around 10:00",
+    ]

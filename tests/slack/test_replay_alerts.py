@@ -53,7 +53,7 @@ async def test_an_alert_thread_replays(
     assert str(sent["query"]).startswith(FLATTENED)
     assert str(sent["asked_at"]).startswith("2026-11-28T10:07:00")  # the alert's ts
     assert any("thread_ts=1795860420.000200" in p for p in output.posts)
-    assert any("No confirmed conclusion" in p for p in output.posts)
+    assert any("No confirmed cause" in p for p in output.posts)
     [record] = [r for r in audit_records(tmp_path) if r.get("kind") == "replay"]
     assert record["trigger"] == "replay"
 

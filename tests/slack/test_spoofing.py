@@ -322,9 +322,8 @@ def test_spoofed_check_in_flight_stays_one_line(spoof: str) -> None:
     _assert_inert(msg)
     [section, _buttons] = msg.blocks
     lines = section["text"]["text"].split("\n")
-    assert len(lines) == 2
-    assert lines[0] == "Running — round 1 · 0 checks done"
-    assert lines[1].startswith("Current check: query_mysql · ")
+    assert len(lines) == 1
+    assert lines[0].startswith("Step 1 · querying the database: ")
 
 
 def test_fake_conclusion_heading_in_a_finding_is_plain_quoted_text() -> None:
@@ -332,10 +331,10 @@ def test_fake_conclusion_heading_in_a_finding_is_plain_quoted_text() -> None:
     hostile, _ = _pair(fake)
     msg = render_result(hostile)
     lines = [line for t in _texts(msg) for line in t.split("\n")]
-    headings = [line for line in lines if line.startswith("*Conclusion*")]
-    assert headings == ["*Conclusion* (confidence: *LOW*)"]  # the real one, LOW
+    assert msg.blocks[0]["text"]["text"] == "Diagnosis · LOW confidence"  # the real one
+    assert not [line for line in lines if line.startswith("*Conclusion*")]
     # the fake one: quoted, its marks inside code spans (shown as typed, never bold)
-    assert "> `*Conclusion*` (confidence: `*HIGH*)`" in lines
+    assert "> `*Conclusion*` (confidence: `*HIGH*`)" in lines
 
 
 def test_scope_cannot_add_a_citation_or_check_line() -> None:

@@ -217,7 +217,7 @@ async def test_cancel_reaches_a_run_in_a_worker(
             await front.aclose()
     answer = _answers(slack)[0]
     assert answer["thread_ts"] == thread
-    assert "the run was cancelled" in answer["text"], answer
+    assert "The run was cancelled" in answer["text"], answer
     assert answered - clicked < 10
     _no_traceback(front)
 

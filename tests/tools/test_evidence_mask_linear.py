@@ -1,8 +1,8 @@
 """The pattern masker stays linear on hostile message shapes (issue 20 item 3).
 
 Every rule of :data:`sre_diag.tools.logs.masking._MASKS` is timed on 32 KB runs of the
-characters its quantifiers repeat over, with several tails (a run ending where a rule then needs something
-is the backtracking trigger). The number-with-unit rule started at every digit group of
+characters its quantifiers repeat over, with several tails (a run ending where a rule then needs
+something is the backtracking trigger). The number-with-unit rule started at every digit group of
 ``1.1.1.…`` and scanned the rest of the run from each: quadratic (~10 ms for 1.2 KB, the
 size of one pattern key; seconds for 32 KB). A linear rule needs a few milliseconds here.
 """

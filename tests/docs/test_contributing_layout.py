@@ -1,6 +1,7 @@
-"""README's Layout section matches the tree: every package under ``plugin/`` has a line, each
+"""CONTRIBUTING's Layout section matches the tree: every package under ``plugin/`` has a line, each
 line starts with the first paragraph of its package's docstring, and every module or folder it
-names exists. A renamed module or a reworded package docstring fails here until README follows.
+names exists. A renamed module or a reworded package docstring fails here until
+CONTRIBUTING.md follows.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class Entry:
 
 
 def _layout_lines() -> list[str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
     section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
     return section.splitlines()
 
@@ -72,12 +73,14 @@ def _packages() -> set[str]:
 def test_every_package_has_a_line() -> None:
     listed = {entry.path for entry in _entries()}
     missing = sorted(_packages() - listed)
-    assert not missing, f"README Layout lacks a line for {missing}"
+    assert not missing, f"CONTRIBUTING Layout lacks a line for {missing}"
 
 
 def test_every_listed_folder_exists() -> None:
     for entry in _entries():
-        assert (REPO / entry.path).is_dir(), f"README Layout names {entry.path}: no such folder"
+        assert (REPO / entry.path).is_dir(), (
+            f"CONTRIBUTING Layout names {entry.path}: no such folder"
+        )
 
 
 def test_each_package_line_starts_with_its_docstring() -> None:
@@ -86,8 +89,9 @@ def test_each_package_line_starts_with_its_docstring() -> None:
         if entry.path.startswith("plugin/") and (folder / "__init__.py").is_file():
             summary = _summary(folder)
             assert entry.text.startswith(summary), (
-                f"README Layout, {entry.path}: must start with its docstring's first paragraph\n"
-                f"  docstring: {summary}\n  README:    {entry.text[: len(summary) + 20]}"
+                f"CONTRIBUTING Layout, {entry.path}: must start with its docstring's first"
+                " paragraph\n"
+                f"  docstring:    {summary}\n  CONTRIBUTING: {entry.text[: len(summary) + 20]}"
             )
 
 
@@ -96,7 +100,7 @@ def test_every_named_module_exists() -> None:
         folder = REPO / entry.path
         for name in entry.modules:
             exists = (folder / f"{name}.py").is_file() or (folder / name / "__init__.py").is_file()
-            assert exists, f"README Layout, {entry.path}: no module {name}"
+            assert exists, f"CONTRIBUTING Layout, {entry.path}: no module {name}"
 
 
 def test_the_package_lines_name_modules() -> None:
