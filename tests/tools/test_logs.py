@@ -311,8 +311,8 @@ def _line_filter(query: str) -> re.Pattern[str]:
     """The message matcher of a query (fully matched against the decoded message)."""
     head, _, literal = query.partition(" | message=~")
     assert head in {
-        '{service="payment-api"} | json',
-        '{service="payment-api"} | json | level="WARN"',
+        '{service="payment-api"} | json | __error__=""',
+        '{service="payment-api"} | json | __error__="" | level="WARN"',
     }
     value, rest = _logql_literal(literal)
     assert rest == ""
@@ -324,7 +324,9 @@ def _line_filter(query: str) -> re.Pattern[str]:
 def test_logql_escapes_hostile_input() -> None:
     q = _input(_at(10), _at(11), contains='"} |= "x', level=LogLevel.WARN)
     query = build_logql(q)
-    assert query.startswith('{service="payment-api"} | json | level="WARN" | message=~"')
+    assert query.startswith(
+        '{service="payment-api"} | json | __error__="" | level="WARN" | message=~"'
+    )
     pattern = _line_filter(query)
     assert pattern.fullmatch('a "} |= "x b')
     assert pattern.fullmatch('a "} |= "X b')
@@ -424,7 +426,7 @@ async def test_loki_request_shape_and_merge(loki: FakeLoki, loki_adapter: LogsAd
             "direction": "backward",
         }
     ]
-    assert '| json | level="ERROR" | message=~' in loki.requests[0]["query"]
+    assert '| json | __error__="" | level="ERROR" | message=~' in loki.requests[0]["query"]
     filter_ = _line_filter(loki.requests[0]["query"].replace("ERROR", "WARN"))
     assert filter_.fullmatch('x "} |= "x\\ y')
     assert truncated

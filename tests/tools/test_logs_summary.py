@@ -349,7 +349,8 @@ async def test_loki_counts_come_from_a_metric_query_stepped_by_the_bucket(
     grid = Grid.for_window(q.start, q.end)
     assert loki.count_requests == [
         {
-            "query": 'sum(count_over_time({service="payment-api"} | json | level="ERROR" [60s]))',
+            "query": 'sum(count_over_time({service="payment-api"} | json | __error__=""'
+            ' | level="ERROR" [60s]))',
             "start": str(_ns(_at(10, 1)) - 1),  # (t - 60s, t] at t = 10:01 - 1 ns
             "end": str(_ns(_at(11)) - 1),
             "step": "60s",
@@ -413,7 +414,7 @@ async def test_loki_service_label_and_logfmt_lines(loki: FakeLoki) -> None:  # n
     q = _q(_at(10), _at(11), level=LogLevel.ERROR)
     result, summary = await _summary(source, q)
     await source.aclose()
-    query = '{app="payment-api"} | logfmt | level=~"(?i)(?:error|err)"'
+    query = '{app="payment-api"} | logfmt | __error__="" | level=~"(?i)(?:error|err)"'
     assert build_logql(q, "app", "logfmt") == query
     assert loki.log_requests[0]["query"] == query
     assert loki.count_requests[0]["query"] == f"sum(count_over_time({query} [60s]))"

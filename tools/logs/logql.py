@@ -1,15 +1,15 @@
 """LogQL built from the typed ``query_logs`` input, every value escaped as a string literal.
 
-``{service="<service>"} | json | level="<LEVEL>" | message=~"(?s).*<contains>.*"``: the service
-is a stream label matcher, ``level`` a field of the parsed line (``| json``, or ``| logfmt``
-matched case-insensitively), ``contains`` a matcher on the parsed message (``msg`` or
-``message`` for logfmt). ``contains`` means what it means for the folder source: the message,
-decoded (so however a JSON encoder escaped it), holds it under Unicode case folding
-(``str.casefold``: "straße" is in "STRASSE", "échoué" in "ÉCHOUÉ"). RE2's ``(?i)`` folds one
-character to one character only, so :func:`casefold_regex` spells every character of the
-folded needle as the class of characters that fold to it, and the characters that fold to
-several (``ß`` → ``ss``, ``ﬁ`` → ``fi``) as alternatives. :func:`build_count_logql` wraps the
-same query in ``count_over_time``.
+``{service="<service>"} | json | __error__="" | level="<LEVEL>" | message=~"(?s).*<c>.*"``:
+the service is a stream label matcher, a line the parser refuses is dropped, ``level`` a field
+of the parsed line (``| json``, or ``| logfmt`` matched case-insensitively), ``contains`` (``c``)
+a matcher on the parsed message (``msg`` or ``message`` for logfmt). ``contains`` means what it
+means for the folder source: the message, decoded (so however a JSON encoder escaped it), holds
+it under Unicode case folding (``str.casefold``: "straße" is in "STRASSE", "échoué" in
+"ÉCHOUÉ"). RE2's ``(?i)`` folds one character to one character only, so
+:func:`casefold_regex` spells every character of the folded needle as the class of characters
+that fold to it, and the characters that fold to several (``ß`` → ``ss``, ``ﬁ`` → ``fi``) as
+alternatives. :func:`build_count_logql` wraps the same query in ``count_over_time``.
 """
 
 from __future__ import annotations
@@ -193,7 +193,9 @@ def build_logql(q: LogsInput, label: str = "service", line_format: str = "json")
     query = "{" + label + "=" + logql_string(q.service) + "}"
     if q.level is None and q.contains is None:
         return query
-    query += " | logfmt" if line_format == "logfmt" else " | json"
+    # A line the parser refuses is dropped (the folder source skips it as malformed): Loki
+    # answers a metric query over lines carrying a parser error with an error.
+    query += ' | logfmt | __error__=""' if line_format == "logfmt" else ' | json | __error__=""'
     if q.level is not None:
         if line_format == "logfmt":
             query += " | level=~" + logql_string(_LOGFMT_LEVELS[q.level.value])
