@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 __all__ = [
     "DEMO_DSN",
@@ -27,13 +28,22 @@ __all__ = [
 ]
 
 REPO = Path(__file__).resolve().parent.parent
-DEMO_DSN = "mysql://diag_ro:diag_ro_demo@127.0.0.1:3306/diag_demo"
+DEMO_DSN = "mysql://diag_ro:PASSWORD@127.0.0.1:3306/diag_demo"
 
 
 def mysql_dsn() -> str:
     """The business database the bench reads: ``BENCH_MYSQL_DSN``, read when a section runs
-    (a test points it at its own run's database), else the demo's (``scripts/mysql_up``)."""
-    return os.environ.get("BENCH_MYSQL_DSN", DEMO_DSN)
+    (a test points it at its own run's database), else the demo's (``scripts/mysql_up``), with
+    the password ``setup-mysql`` keeps in the state folder."""
+    configured = os.environ.get("BENCH_MYSQL_DSN")
+    if configured:
+        return configured
+    from sre_diag.commands.demo_db import DEMO_DATABASE, DEMO_USER
+    from sre_diag.commands.exits import load_settings
+    from sre_diag.commands.setup_mysql import password_file, read_password
+
+    stored = read_password(password_file(load_settings().state_dir, DEMO_DATABASE, DEMO_USER))
+    return DEMO_DSN.replace("PASSWORD", quote(stored or "", safe=""))
 
 
 class Status(StrEnum):

@@ -106,6 +106,14 @@ class Settings(BaseSettings):
     mysql_require_read_only: bool = Field(
         default=True, validation_alias="DIAG_MYSQL_REQUIRE_READ_ONLY"
     )
+    mysql_secret_columns: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), validation_alias="DIAG_MYSQL_SECRET_COLUMNS"
+    )
+    """More columns classified secret, ``table.column`` (``*`` allowed in either part)."""
+    mysql_require_column_grants: bool = Field(
+        default=True, validation_alias="DIAG_MYSQL_REQUIRE_COLUMN_GRANTS"
+    )
+    """``query_mysql`` runs nothing while the account can read a column classified secret."""
     mysql_statement_timeout_seconds: float = Field(
         default=5.0, gt=0, le=3600, validation_alias="DIAG_MYSQL_STATEMENT_TIMEOUT_SECONDS"
     )
@@ -310,10 +318,22 @@ class Settings(BaseSettings):
         check_channel_ids(value)
         return value
 
-    @field_validator("mysql_allowed_tables", "admin_channels", "alert_sources", mode="before")
+    @field_validator(
+        "mysql_allowed_tables", "mysql_secret_columns", "admin_channels", "alert_sources",
+        mode="before",
+    )
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("mysql_secret_columns", mode="after")
+    @classmethod
+    def _secret_columns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            table, dot, column = entry.partition(".")
+            if not (dot and table and column and "." not in column):
+                raise _bad("comma-separated table.column entries (* allowed in either part)")
+        return value
 
     @field_validator(
         "mysql_dsn",

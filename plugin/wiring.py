@@ -60,6 +60,8 @@ def build_adapters(settings: Settings) -> dict[ToolName, EvidenceAdapter[Any]]:
             max_rows=settings.mysql_max_rows,
             statement_timeout_seconds=settings.mysql_statement_timeout_seconds,
             require_read_only=settings.mysql_require_read_only,
+            require_column_grants=settings.mysql_require_column_grants,
+            secret_columns=settings.mysql_secret_columns,
             # 0 ("re-read every run") still re-reads the grants at most once a second
             verdict_refresh_seconds=max(settings.catalog_refresh_seconds, 1.0),
         ),

@@ -1,7 +1,7 @@
-"""Create (or recreate) the bundled incident database and its read-only diagnosis account.
+"""Create the read-only diagnosis account (and, with ``--demo-data``, the bundled database).
 
-A checkout's shortcut for ``python -m sre_diag.commands.setup_mysql`` (the module the wheel ships;
-its docstring has the details).
+A checkout's shortcut for ``sre-diag setup-mysql`` (:mod:`sre_diag.commands.setup_mysql` has the
+details): it never drops or revokes anything it did not create.
 """
 
 from __future__ import annotations

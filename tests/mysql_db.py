@@ -1,8 +1,10 @@
 """Real-MariaDB fixture for the ``query_mysql`` and CLI tests (no mocks).
 
-The session fixture runs ``scripts/setup_mysql.py`` into the database ``diag_test_<RUN>`` with
-the read-only account ``diag_test_ro_<RUN>`` (this run's own names; see ``RUN``). The admin DSN
-comes from ``DIAG_TEST_MYSQL_ADMIN_DSN`` (default ``mysql://root@127.0.0.1:3306``). An
+The session fixture runs ``scripts/setup_mysql.py --demo-data`` into the database
+``diag_test_<RUN>`` (dropped first if an earlier session of this run left it) with the read-only
+account ``diag_test_ro_<RUN>`` on ``localhost`` / ``127.0.0.1`` and this suite's own password
+(column-level grants: every non-secret column of the bundled incident's business tables). The
+admin DSN comes from ``DIAG_TEST_MYSQL_ADMIN_DSN`` (default ``mysql://root@127.0.0.1:3306``). An
 unreachable server FAILS the tests on purpose: a skipped security suite is indistinguishable
 from a passing one in CI.
 """
@@ -15,6 +17,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pymysql
@@ -58,9 +61,29 @@ def admin_dsn_for(database: str) -> str:
     return f"{parts.scheme}://{parts.netloc}/{database}"
 
 
+def _admin_connection() -> pymysql.connections.Connection[Any]:
+    parts = urlsplit(ADMIN_DSN)
+    return pymysql.connect(
+        host=parts.hostname, port=parts.port or 3306, user=unquote(parts.username or "root"),
+        password=unquote(parts.password or ""), autocommit=True, connect_timeout=5,
+    )  # fmt: skip
+
+
+def _drop_test_database() -> None:
+    """This run's own database only (``--demo-data`` creates it anew)."""
+    try:
+        connection = _admin_connection()
+    except pymysql.MySQLError:
+        return  # the setup below reports the unreachable server
+    with connection, connection.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{TEST_DATABASE}`")
+
+
 @pytest.fixture(scope="session")
-def mysql_ro_dsn() -> str:
+def mysql_ro_dsn(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Build ``diag_test_<RUN>`` once per session and return the read-only account's DSN."""
+    _drop_test_database()
+    state = tmp_path_factory.mktemp("setup-state")
     completed = subprocess.run(
         [
             sys.executable,
@@ -73,7 +96,9 @@ def mysql_ro_dsn() -> str:
             TEST_RO_USER,
             "--ro-password",
             TEST_RO_PASSWORD,
+            "--demo-data",
         ],
+        env={**os.environ, "DIAG_STATE_DIR": str(state), "XDG_STATE_HOME": str(state)},
         capture_output=True,
         text=True,
         timeout=120,
@@ -91,12 +116,8 @@ def mysql_ro_dsn() -> str:
 def drop_run_objects() -> None:
     """Drop every database, account and role this run created (their names end in ``_<RUN>``);
     called once when the run ends (by the xdist controller, not by each worker)."""
-    parts = urlsplit(ADMIN_DSN)
     try:
-        connection = pymysql.connect(
-            host=parts.hostname, port=parts.port or 3306, user=unquote(parts.username or "root"),
-            password=unquote(parts.password or ""), autocommit=True, connect_timeout=5,
-        )  # fmt: skip
+        connection = _admin_connection()
     except pymysql.MySQLError:
         return  # no server: the tests that needed it failed already
     pattern = f"%\\_{RUN}"

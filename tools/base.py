@@ -69,13 +69,14 @@ class AdapterCall(Generic[InputT]):
 @dataclass(frozen=True, slots=True)
 class Ready:
     """The adapter ran. ``items`` are whitelist projections; ``truncated`` if more matched;
-    ``summary`` (``query_logs`` only) describes every match and is shown before the items."""
+    ``summary`` (``query_logs`` only) describes every match and is shown before the items;
+    ``first_items`` (``query_logs`` only) are the oldest matches, in the items' shape.
+    The harness projects all of it through the tool's whitelist again."""
 
     items: Sequence[BaseModel]
     truncated: bool = False
     summary: BaseModel | None = None
-    first_items: Sequence[BaseModel] | None = None
-    """``query_logs`` only: the oldest matches (the onset), in the items' shape."""
+    first_items: Sequence[BaseModel] = ()
 
 
 @dataclass(frozen=True, slots=True)

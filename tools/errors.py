@@ -76,13 +76,6 @@ class LexRefusal(EvidenceError):
         self.what = what
 
 
-class BoundViolation(EvidenceError):
-    """The typed pass refuses: ``reason`` is one of the module's class names."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.detail = detail
 
 
 class RefusalReason(StrEnum):
@@ -109,6 +102,15 @@ class RefusalReason(StrEnum):
     RENDER_MISMATCH = "RENDER_MISMATCH"
     TEXT_EXTRACTION = "TEXT_EXTRACTION"
     EXPRESSION_TOO_LARGE = "EXPRESSION_TOO_LARGE"
+
+
+class BoundViolation(EvidenceError):
+    """The typed pass refuses: ``reason`` is the refusal's code, raised as it is shown."""
+
+    def __init__(self, reason: RefusalReason, detail: str) -> None:
+        super().__init__(reason.value)
+        self.reason = reason
+        self.detail = detail
 
 
 class Refusal(EvidenceError):

@@ -158,6 +158,8 @@ async def check_mysql(settings: Settings) -> CheckResult:
     adapter = MysqlAdapter(
         dsn, settings.mysql_allowed_tables, connect_timeout_seconds=CONNECT_SECONDS,
         require_read_only=settings.mysql_require_read_only,
+        require_column_grants=settings.mysql_require_column_grants,
+        secret_columns=settings.mysql_secret_columns,
     )  # fmt: skip
     try:
         return _from_probe("mysql", await adapter.probe())
@@ -506,6 +508,11 @@ def _model_lines(facts: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _mysql_lines(facts: dict[str, Any]) -> list[str]:
+    """Under the mysql line: the statements that make every secret column unreadable."""
+    return [f"{'':<9} {'fix':<15} {line}" for line in facts.get("secret_column_fixes") or ()]
+
+
 def warnings(settings: Settings) -> list[str]:
     """What works but will not help: no evidence source set at all (each part then reads
     ``not configured``, which alone is not a failure)."""
@@ -518,6 +525,8 @@ def render_text(results: Sequence[CheckResult], notes: Sequence[str] = ()) -> st
         lines.append(f"{r.name:<9} {_LABELS[r.status]:<15} {r.detail}")
         if r.name == "model":
             lines += _model_lines(r.facts)
+        if r.name == "mysql":
+            lines += _mysql_lines(r.facts)
     lines += [f"{'warning':<9} {'':<15} {note}" for note in notes]
     return "\n".join(lines)
 

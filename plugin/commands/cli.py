@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from sre_diag.commands.exits import EXIT_FAILED, EXIT_OK, EXIT_REJECTED, exit_code, load_settings
+from sre_diag.commands.setup_mysql import add_arguments as add_setup_arguments
 from sre_diag.commands.startup import imports_without_gc
 from sre_diag.contract.request import (
     DiagnosisRequest,
@@ -244,6 +245,20 @@ def _write_patterns(source: str | int, counts: bool) -> None:
         )
 
 
+async def _setup_mysql(args: argparse.Namespace) -> int:
+    from sre_diag.commands.setup_mysql import execute, prepared_arguments, state_dir_of
+
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        return _error(InputRejection.INVALID_SETTINGS.value, str(exc))
+    prepared = prepared_arguments(
+        args, settings.mysql_allowed_tables, settings.mysql_secret_columns,
+        state_dir_of(settings),
+    )  # fmt: skip
+    return await asyncio.to_thread(execute, prepared)
+
+
 async def _demo(args: argparse.Namespace) -> int:
     from sre_diag.commands.demo import run_demo
 
@@ -322,6 +337,11 @@ def _parser() -> argparse.ArgumentParser:
         help="one line per pattern instead: count, pattern and an example, most frequent first",
     )
     patterns.set_defaults(run=_patterns)
+    setup = commands.add_parser(
+        "setup-mysql", help="create the read-only MySQL account (column-level SELECT grants)"
+    )
+    add_setup_arguments(setup)
+    setup.set_defaults(run=_setup_mysql)
     _add_eval(commands)
     return parser
 

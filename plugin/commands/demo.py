@@ -4,7 +4,8 @@ The recorded model turns (a cassette under ``examples/incident/cassettes/``, ins
 ``sre_diag.resources.incident``) are replayed by the shipped scripted model server
 (``sre_diag.doubles``); everything else is the real product: the harness, the gate, the
 interceptor, the three real tools on the bundled runbooks and logs, and the local MySQL when it
-is reachable (``scripts/setup_mysql.py`` creates it; ``DIAG_MYSQL_DSN`` overrides where).
+is reachable (:mod:`sre_diag.commands.demo_db` finds or sets it up; ``DIAG_MYSQL_DSN`` overrides
+where).
 """
 
 from __future__ import annotations
@@ -21,27 +22,11 @@ from sre_diag.contract.result import ExecutionResult
 from sre_diag.contract.text import render_text
 from sre_diag.doubles.scripted_model import ModelStep, ScriptedModelServer, load_cassette
 from sre_diag.resources import BUNDLED_CASSETTES, BUNDLED_KNOWLEDGE, BUNDLED_LOGS
-from sre_diag.tools.base import AdapterCall, Ready
-from sre_diag.tools.mysql import MysqlAdapter
-from sre_diag.tools.schemas import MysqlInput
 from sre_diag.wiring import build_harness
 
-__all__ = ["DEMO_DSN", "DemoRun", "replay_demo", "run_demo"]
+__all__ = ["DemoRun", "replay_demo", "run_demo"]
 
 CASSETTES = BUNDLED_CASSETTES
-# The read-only account `scripts/setup_mysql.py --ro-password diag_ro_demo` creates.
-DEMO_DSN = "mysql://diag_ro:diag_ro_demo@127.0.0.1:3306/diag_demo"
-
-
-async def _reachable(dsn: str) -> bool:
-    """Whether the incident database answers a real query through the real adapter."""
-    adapter = MysqlAdapter(dsn, (), connect_timeout_seconds=2.0)
-    probe = MysqlInput(sql="SELECT COUNT(*) AS n FROM deployments", purpose="demo probe")
-    try:
-        result = await adapter.invoke(AdapterCall("demo-probe", "demo", probe))
-    finally:
-        await adapter.aclose()
-    return isinstance(result, Ready)
 
 
 def _read_cassette(path: Path) -> tuple[str, datetime, list[ModelStep]]:
@@ -61,13 +46,17 @@ class DemoRun:
     with_db: bool
     result: ExecutionResult
     server: ScriptedModelServer
+    without_db_reason: str = ""
 
 
 async def replay_demo() -> DemoRun:
     """Replay the bundled incident through the real harness against the recorded model."""
-    configured = load_settings().mysql_dsn
-    dsn = configured.get_secret_value() if configured is not None else DEMO_DSN
-    with_db = await _reachable(dsn)
+    from sre_diag.commands import demo_db
+
+    base = load_settings()
+    configured = base.mysql_dsn.get_secret_value() if base.mysql_dsn is not None else None
+    database = await demo_db.find(configured, base)
+    dsn, with_db = database.dsn or "", database.dsn is not None
     cassette: Path = CASSETTES / ("with-mysql.json" if with_db else "without-mysql.json")
     query, asked_at, steps = _read_cassette(cassette)
     async with ScriptedModelServer(steps, model="recorded-cassette") as server:
@@ -86,7 +75,7 @@ async def replay_demo() -> DemoRun:
             result = await harness.diagnose(request, session_id="demo")
         finally:
             await harness.aclose()
-    return DemoRun(query, asked_at, with_db, result, server)
+    return DemoRun(query, asked_at, with_db, result, server, database.reason)
 
 
 async def run_demo(*, show_json: bool = True) -> int:
@@ -95,7 +84,11 @@ async def run_demo(*, show_json: bool = True) -> int:
     out = sys.stdout
     out.write(f"Query: {query}\n")
     out.write(f"Asked at: {run.asked_at:%Y-%m-%dT%H:%M:%SZ}\n")
-    database = "reachable: MySQL evidence included" if with_db else "not reachable: a failed check"
+    database = (
+        "reachable: MySQL evidence included"
+        if with_db
+        else f"not used ({run.without_db_reason}): the MySQL check fails"
+    )
     out.write(f"Database: {database}\n\n")
     out.write(render_text(result) + "\n")
     if show_json:

@@ -17,7 +17,10 @@ given every few seconds; each finding says how long its request took:
    answer is text: accepted, and the answer's content parses as JSON.
 
 ``usage`` is read from every 2xx answer of those requests (no request of its own): prompt and
-completion tokens present as non-negative integers in each.
+completion tokens present as non-negative integers in each. ``max_tokens`` likewise: every
+probe carries it, as every diagnosis request does (the completion tokens the run has left, at
+most ``DIAG_MAX_DRAFT_BYTES``); it is accepted when a probe carrying it was answered, and
+refused when the endpoint names it as the parameter it refuses — then no diagnosis can run.
 
 A refused key (401/403), a 404 (wrong base URL path or unknown model), a timeout or an
 unreachable endpoint stops the probing: the capabilities not reached are reported as not
@@ -79,6 +82,7 @@ class Capability(StrEnum):
     PARALLEL_TOOL_CALLS = "parallel_tool_calls"
     JSON_SCHEMA_WITH_TOOLS = "json_schema_with_tools"
     USAGE = "usage"
+    MAX_TOKENS = "max_tokens"
 
 
 LABELS = {
@@ -86,6 +90,7 @@ LABELS = {
     Capability.PARALLEL_TOOL_CALLS: "parallel_tool_calls: false accepted",
     Capability.JSON_SCHEMA_WITH_TOOLS: "response_format json_schema (strict) with tools",
     Capability.USAGE: "usage reported",
+    Capability.MAX_TOKENS: "max_tokens accepted",
 }
 
 
@@ -104,6 +109,8 @@ class Answer:
     body: dict[str, Any] | None
     problem: str = ""
     fatal: bool = False
+    refused_param: str = ""
+    """The request key the endpoint named in its refusal (its error's ``param``), if any."""
 
 
 @dataclass
@@ -132,6 +139,12 @@ class ModelReport:
         """Why the model part fails (exit 1), or '' when it does not."""
         if self.stopped:
             return self.stopped
+        refused = self.capabilities.get(Capability.MAX_TOKENS)
+        if refused is not None and refused.reason.startswith(_MAX_TOKENS_REFUSED):
+            return (
+                "max_tokens refused: every diagnosis request carries it (the completion tokens"
+                " the run has left), so the model is unusable here"
+            )
         if not self.supports(Capability.TOOL_CALLING):
             return "tool calling missing: the model is unusable for diagnoses"
         if not self.supports(Capability.PARALLEL_TOOL_CALLS):
@@ -305,7 +318,8 @@ def _http_problem(response: httpx.Response, sent: Mapping[str, Any]) -> Answer:
         return Answer(
             None, f"{summary}: wrong OPENAI_BASE_URL path or unknown DIAG_MODEL", fatal=True
         )
-    return Answer(None, f"refused ({summary})")
+    param = code.rsplit("(", 1)[-1].rstrip(")") if code.endswith(")") else ""
+    return Answer(None, f"refused ({summary})", refused_param=param)
 
 
 def probe_seconds(model_timeout_seconds: float) -> float:
@@ -456,6 +470,21 @@ def _judge_usage(answers: list[Answer]) -> Finding:
     return Finding(True, f"prompt and completion tokens in each of {len(bodies)} answers")
 
 
+_MAX_TOKENS_REFUSED = "refused"
+
+
+def _judge_max_tokens(answers: list[Answer]) -> Finding:
+    """Every probe carries ``max_tokens``: refused when an answer names it, else accepted when
+    one was answered."""
+    for answer in answers:
+        if answer.refused_param == "max_tokens":
+            return Finding(False, f"{_MAX_TOKENS_REFUSED}: {answer.problem}")
+    answered = sum(1 for a in answers if a.body is not None)
+    if not answered:
+        return Finding(False, "not probed: no request was answered")
+    return Finding(True, f"{answered} requests carrying max_tokens were answered")
+
+
 _JUDGES = {
     Capability.TOOL_CALLING: _judge_tool_call,
     Capability.PARALLEL_TOOL_CALLS: _judge_accepted,
@@ -499,6 +528,7 @@ async def probe_model(
             if answer.fatal:
                 report.stopped = f"endpoint {endpoint} {answer.problem}"
     report.capabilities[Capability.USAGE] = _judge_usage(answers)
+    report.capabilities[Capability.MAX_TOKENS] = _judge_max_tokens(answers)
     return report
 
 

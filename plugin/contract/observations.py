@@ -123,38 +123,37 @@ def ready_observation(
     truncated: bool,
     max_bytes: int,
     summary: BaseModel | None = None,
-    first_items: Sequence[BaseModel] | None = None,
+    first_items: Sequence[BaseModel] = (),
 ) -> tuple[str, int, bool]:
     """The READY observation, trimmed item by item until it fits ``max_bytes``.
 
     Items come newest (or most relevant) first, so the last ones are cut first. A ``summary``
     (``query_logs``) is placed before the items and is never cut for them: items make room for
-    it. ``first_items`` (``query_logs``: the oldest matches, oldest first) share the same
-    bound: items are cut until there are no more of them than first items, then the two are
-    cut in turn (the last first item first), so both the onset and the newest stay in view as
-    long as anything fits. Only when no item is left and it still does not fit (an observation
-    bound far below the default) are its least frequent ``top_messages`` dropped, and at last
-    the summary.
+    it. ``first_items`` (``query_logs``: the oldest matches, oldest first) follow the items,
+    within the same bound: the longer of the two lists loses its last entry first (the items
+    on a tie, the first items: the items are never fewer). Only when neither is left
+    and it still does not fit (an observation bound far below the default) are the summary's
+    least frequent ``top_messages`` dropped, and at last the summary.
 
     Returns the text, the number of items it carries and whether anything was left out.
     """
     dumped = [item.model_dump(mode="json") for item in items]
+    firsts = [item.model_dump(mode="json") for item in first_items]
     whole = summary.model_dump(mode="json") if summary is not None else None
-    first = None if first_items is None else [item.model_dump(mode="json") for item in first_items]
-    count, first_count = len(dumped), len(first or ())
+    count, first = len(dumped), len(firsts)
     while True:
-        left_out = truncated or count < len(dumped)
-        shown_first = None if first is None else first[:first_count]
-        observation = _ready(tool_call_id, tool, whole, dumped[:count], left_out, shown_first)
+        left_out = truncated or count < len(dumped) or first < len(firsts)
+        shown = firsts[:first] if firsts else None
+        observation = _ready(tool_call_id, tool, whole, dumped[:count], left_out, shown)
         text = _dump(observation)
         if len(text.encode("utf-8")) <= max_bytes:
             return text, count, left_out
-        if count == 0 and first_count == 0:
+        if count == 0 and first == 0:
             return _fit(_shrink_summary(observation, whole, max_bytes), max_bytes), 0, left_out
-        if count > first_count:
+        if count > first:
             count -= 1
         else:
-            first_count -= 1
+            first -= 1
 
 
 def _ready(
@@ -168,9 +167,10 @@ def _ready(
     observation = _head(tool_call_id, tool, EvidenceStatus.READY)
     if summary is not None:
         observation["summary"] = summary
+    observation.update(item_count=len(items), items=items)
     if first_items is not None:
         observation["first_items"] = first_items
-    observation.update(item_count=len(items), items=items, truncated=left_out)
+    observation["truncated"] = left_out
     return observation
 
 

@@ -11,6 +11,13 @@ openai-agents' testing models do)::
     └── UnconsumedModelSteps            scripted steps never asked for (``steps``, ``requested``)
 
 They are ``AssertionError``s, so a test fails with them and ``demo`` reports them as before.
+
+``max_tokens`` is honoured as a real server does: a value that is not a positive integer, or
+one above ``max_output_tokens`` (when set), is refused ``400`` like OpenAI refuses it; a
+scripted answer longer than the request's ``max_tokens`` is stopped there — ``finish_reason``
+``length``, ``completion_tokens`` equal to ``max_tokens``, and the text and tool arguments cut
+in proportion (what a model stopped mid-answer sends). The prompt tokens are reported as
+scripted, whatever the limit: an endpoint counting more prompt than expected overruns a budget.
 """
 
 from __future__ import annotations
@@ -97,6 +104,8 @@ class ScriptedModelServer(LoopbackServer):
     requests: list[dict[str, Any]] = field(default_factory=list)
     keep_requests: bool = True
     """False: count the requests but keep no body (a long test's own memory is not a leak)."""
+    max_output_tokens: int | None = None
+    """The most ``max_tokens`` the endpoint accepts (like a model's output limit); None: any."""
     unexpected: int = 0
     aborted: int = 0
     """Requests whose client went away before the answer (an aborted in-flight round)."""
@@ -158,21 +167,59 @@ class ScriptedModelServer(LoopbackServer):
         if step.raw_body is not None or step.status != 200:
             text = step.raw_body or json.dumps({"error": {"message": "scripted error"}})
             return web.Response(text=text, status=step.status, content_type="application/json")
-        return web.json_response(completion_body(step, index, self.model))
+        limit = body.get("max_tokens")
+        refused = self._refused_max_tokens(limit)
+        if refused is not None:
+            return refused
+        return web.json_response(completion_body(step, index, self.model, max_tokens=limit))
+
+    def _refused_max_tokens(self, limit: object) -> web.Response | None:
+        """The 400 a real endpoint answers to an unusable ``max_tokens`` (None: accepted)."""
+        if limit is None:
+            return None
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1:
+            if self.max_output_tokens is None or limit <= self.max_output_tokens:
+                return None
+        error = {
+            "message": "max_tokens is out of range for this model",
+            "type": "invalid_request_error",
+            "param": "max_tokens",
+            "code": "invalid_value",
+        }
+        return web.json_response({"error": error}, status=400)
 
 
-def completion_body(step: ModelStep, index: int, model: str) -> dict[str, Any]:
-    """The ``chat.completion`` response body for one scripted step."""
-    message: dict[str, Any] = {"role": "assistant", "content": step.content}
+def _cut(text: str, share: float) -> str:
+    return text[: int(len(text) * share)]
+
+
+def completion_body(
+    step: ModelStep, index: int, model: str, *, max_tokens: int | None = None
+) -> dict[str, Any]:
+    """The ``chat.completion`` response body for one scripted step, stopped at ``max_tokens``
+    when its scripted completion is longer."""
+    completion = step.completion_tokens
+    stopped = max_tokens is not None and completion is not None and completion > max_tokens
+    share = max_tokens / completion if stopped and max_tokens and completion else 1.0
+    content = step.content
+    if stopped and content is not None:
+        content = _cut(content, share)
+    message: dict[str, Any] = {"role": "assistant", "content": content}
     if step.tool_calls:
         message["tool_calls"] = [
             {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments_text()},
+                "function": {
+                    "name": call.name,
+                    "arguments": _cut(call.arguments_text(), share)
+                    if stopped
+                    else call.arguments_text(),
+                },
             }
             for call in step.tool_calls
         ]
+    finish = "tool_calls" if step.tool_calls else "stop"
     body: dict[str, Any] = {
         "id": f"chatcmpl-{index}",
         "object": "chat.completion",
@@ -182,14 +229,15 @@ def completion_body(step: ModelStep, index: int, model: str) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if step.tool_calls else "stop",
+                "finish_reason": "length" if stopped else finish,
             }
         ],
     }
-    if step.prompt_tokens is not None and step.completion_tokens is not None:
+    if step.prompt_tokens is not None and completion is not None:
+        completion = max_tokens if stopped and max_tokens is not None else completion
         body["usage"] = {
             "prompt_tokens": step.prompt_tokens,
-            "completion_tokens": step.completion_tokens,
-            "total_tokens": step.prompt_tokens + step.completion_tokens,
+            "completion_tokens": completion,
+            "total_tokens": step.prompt_tokens + completion,
         }
     return body

@@ -5,7 +5,8 @@ changes nothing and returns a tagged decision — run the adapter (``Execute``),
 running it (``Respond``), or end the run now (``Stop``). Each decision carries the ledger
 effects it implies (the evaluation it consumes, a duplicate counted as NO_GAIN, a stop to
 require). ``handle`` applies them, runs the adapter for ``Execute``, records the canonical
-invocation, bounds the observation and accounts its bytes.
+invocation, projects a READY result through its tool's whitelist (``sre_diag.harness.whitelist``:
+what does not fit it is ``ERROR INTERNAL``), bounds the observation and accounts its bytes.
 
 Order of checks for one request:
 
@@ -15,7 +16,8 @@ Order of checks for one request:
    byte capacity counts as the token budget).
 2. unknown tool → ``UNKNOWN_TOOL``; missing, reused or over-long id → ``INVALID_ENVELOPE``
    (neither creates a canonical invocation; the first request of a round that must stop is
-   answered STOP_REQUIRED instead).
+   answered STOP_REQUIRED instead). Reused means emitted before in this run, whatever it was
+   answered: ``handle`` burns every id it is given (``InvocationLedger.burn``).
 3. not the first request of its round → ``ONE_TOOL_PER_ROUND`` (also in the round that met a
    stop: the model sees STOP_REQUIRED and can still answer).
 4. envelope → pending evaluation → consume the evaluation → "must stop" (``Budgets``) →
@@ -27,6 +29,7 @@ Order of checks for one request:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -74,6 +77,7 @@ from sre_diag.harness.ledger import (
     InvocationStatus,
     next_streak,
 )
+from sre_diag.harness.whitelist import Unprojectable, project
 from sre_diag.log import log_failure
 from sre_diag.tools.base import (
     AdapterCall,
@@ -99,6 +103,9 @@ INPUT_MODELS: Mapping[ToolName, type[BaseModel]] = {
 STOP_REQUIRED_CODE = HarnessCode.STOP_REQUIRED
 OVER_CAPACITY = "no room left in the run capacity for the round's answers"
 CUT_OFF_TIMEOUT = AdapterErrorCode.TIMEOUT
+# What cuts a call off from outside (the deadline, a Cancel, the process being stopped); any
+# other BaseException out of an adapter is a crash.
+_CUT_OFF = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
 # The run's byte capacity (what the model is given to read) is its context budget: a stop it
 # forces is reported as the token budget's, never as saturation (CONTRACTS §6 has no other name).
 CAPACITY_STOP = StopReason.TOKEN_BUDGET_EXHAUSTED
@@ -140,6 +147,8 @@ class ToolInterceptor:
         decision = self.decide(
             tool_name, tool_call_id, raw, first_in_round=first_in_round, later=later
         )
+        # Whatever the answer, this id was emitted in this run: it can never be used again.
+        self._run.ledger.burn(tool_call_id)
         if isinstance(decision, Stop):
             raise decision.signal()
         self._apply(decision)
@@ -277,7 +286,7 @@ class ToolInterceptor:
         """An id that could never be evaluated, cited or echoed within the observation bound."""
         if not tool_call_id:
             return ID_MISSING
-        if self._run.ledger.find(tool_call_id) is not None:
+        if self._run.ledger.burned(tool_call_id):
             return ID_REUSED
         if len(tool_call_id) > MAX_TOOL_CALL_ID_CHARS:
             return ID_TOO_LONG
@@ -437,10 +446,11 @@ class ToolInterceptor:
         started = ctx.elapsed_ms()
         try:
             result = await self._invoke(decision)
-        except BaseException:
-            # The deadline, a Cancel or a stop cut the call off: the adapter did run, so the
-            # call is still a canonical invocation (CONTRACTS §6), never citable.
-            self._record_cut_off(decision, started)
+        except BaseException as exc:
+            # The deadline, a Cancel or a stop cut the call off, or the adapter crashed: the
+            # adapter did run, so the call is still a canonical invocation (CONTRACTS §6),
+            # never citable.
+            self._record_cut_off(decision, started, exc)
             raise
         invocation = self._executed(decision, started, InvocationStatus.READY)
         projected = None if isinstance(result, Failed) else self._project(decision, result)
@@ -482,31 +492,50 @@ class ToolInterceptor:
         invocation.duration_ms = self._ctx.elapsed_ms() - started
         return invocation
 
-    def _record_cut_off(self, decision: Execute, started: float) -> None:
-        """Record a call ended mid-call: ``TIMEOUT`` at the deadline, else ``CANCELLED``.
+    def _record_cut_off(self, decision: Execute, started: float, exc: BaseException) -> None:
+        """Record a call ended mid-call: cut off by a cancellation (``TIMEOUT`` at the
+        deadline, else ``CANCELLED``), or crashed (``INTERNAL``: an adapter raising what no
+        ``except Exception`` catches is a crash, never a Cancel).
 
         No observation was given for it (the model never sees one), so it has no bytes.
         """
         ctx = self._ctx
-        code = (
-            CUT_OFF_TIMEOUT if ctx.state.abort_reason is StopReason.DEADLINE_EXCEEDED else CANCELLED
-        )
+        code: InvocationCode = AdapterErrorCode.INTERNAL
+        if isinstance(exc, _CUT_OFF):
+            code = (
+                CUT_OFF_TIMEOUT
+                if ctx.state.abort_reason is StopReason.DEADLINE_EXCEEDED
+                else CANCELLED
+            )
+        else:
+            log_failure(
+                _log, logging.ERROR, "adapter %s crashed on %s: %s",
+                decision.tool, decision.tool_call_id, exc=exc,
+            )  # fmt: skip
         invocation = self._executed(decision, started, InvocationStatus.ERROR, code)
         ctx.state.ledger.record(invocation)
         ctx.deps.hooks.tool_invocation(ctx.state, invocation)
 
     def _project(self, decision: Execute, result: Ready) -> tuple[str, int, bool] | None:
-        """The READY observation, or None when the adapter's items cannot be projected."""
+        """The READY observation through the tool's whitelist (``sre_diag.harness.whitelist``),
+        or None when the adapter's result does not fit it (answered ``ERROR INTERNAL``)."""
         try:
+            projected = project(decision.tool, result)
             return ready_observation(
                 decision.tool_call_id,
                 decision.tool,
-                result.items,
-                truncated=bool(result.truncated),
+                projected.items,
+                truncated=projected.truncated,
                 max_bytes=self._max_obs,
-                summary=result.summary,
-                first_items=result.first_items,
+                summary=projected.summary,
+                first_items=projected.first_items,
             )
+        except Unprojectable as refused:
+            _log.warning(
+                "adapter %s returned a result outside its whitelist on %s: %s",
+                decision.tool, decision.tool_call_id, refused.reason,
+            )  # fmt: skip
+            return None
         except Exception as exc:
             log_failure(
                 _log, logging.WARNING, "adapter %s returned unusable items on %s: %s",

@@ -82,6 +82,16 @@ class InvocationLedger:
     """The model round whose tool request was answered STOP_REQUIRED, if any."""
     stop_cause: StopReason | None = None
     """Why that STOP_REQUIRED was sent: the stop reason when the model ignores it."""
+    _burned: set[str] = field(default_factory=set)
+    """Every tool call id the framework emitted in this run, whatever it was answered."""
+
+    def burn(self, tool_call_id: str) -> None:
+        """``tool_call_id`` was emitted in this run: no later request may use it."""
+        self._burned.add(tool_call_id)
+
+    def burned(self, tool_call_id: str) -> bool:
+        """The id was emitted before in this run (answered, recorded or not)."""
+        return tool_call_id in self._burned or self.find(tool_call_id) is not None
 
     @property
     def stop_required(self) -> bool:
@@ -113,6 +123,7 @@ class InvocationLedger:
         if invocation.run_id != self.run_id:
             raise ValueError("an invocation must belong to the ledger's run")
         self._invocations.append(invocation)
+        self._burned.add(invocation.tool_call_id)
 
     def find(self, tool_call_id: str) -> Invocation | None:
         return next((i for i in self._invocations if i.tool_call_id == tool_call_id), None)

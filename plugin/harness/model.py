@@ -14,9 +14,15 @@ then). With ``off`` neither is sent: no ``response_format`` and no ``strict`` ke
 framework would send ``"strict": false``, which some OpenAI-compatible servers refuse).
 Either way the strict Draft parser and the citation check decide.
 
+Every request carries ``max_tokens``: the completion tokens the run has left
+(``Budgets.max_tokens``: the tokens left minus at least the previous round's prompt and
+completion, at most ``DIAG_MAX_DRAFT_BYTES``), read when the request is prepared.
+
 ``ModelRoundGate`` is a callback handler on the LLM's own CallbackManager. Its
 ``on_event_start`` runs before the HTTP request of every round: a failed check raises a typed
 ``BudgetStop`` there, so the request never reaches the server. ``on_event_end`` records usage
+(a round asking for tools that went over the token budget ends the run; a final answer that did
+is kept, its overrun recorded in ``Usage.overrun_tokens``)
 and refuses a response whose text is larger than any Draft may be (``OversizedResponse``)
 before the framework's memory tokenizes it: tiktoken needs minutes of CPU on a multi-megabyte
 text, in a worker thread that neither the deadline nor a cancel can stop.
@@ -33,7 +39,8 @@ comes first).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeGuard
 
 import httpx
@@ -43,9 +50,11 @@ from llama_index.core.callbacks.base_handler import BaseCallbackHandler
 from llama_index.core.callbacks.schema import CBEventType, EventPayload
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.llms.openai import OpenAI
+from pydantic import PrivateAttr
 
 from sre_diag.contract.draft import draft_strict_schema
 from sre_diag.harness._compat import base_prepare_chat_with_tools
+from sre_diag.harness.budget import estimated_tokens
 from sre_diag.harness.context import RunContext
 from sre_diag.harness.errors import OversizedResponse
 from sre_diag.harness.state import ModelRound, RoundOutcome
@@ -64,6 +73,8 @@ __all__ = [
     "model_http_client",
 ]
 
+_log = logging.getLogger(__name__)
+
 StructuredOutput = Literal["off", "json_schema"]
 
 DRAFT_SCHEMA_NAME = "DiagnosisDraft"
@@ -75,14 +86,18 @@ reasoning text stay far below this; what is larger is a broken or hostile endpoi
 before it fills the memory. A larger ``DIAG_MAX_DRAFT_BYTES`` raises it (``answer_cap``)."""
 _ANSWER_PER_DRAFT_BYTE = 8  # a \uXXXX escape is 6 bytes for one character, plus the envelope
 
-# Without reported usage, tokens are estimated from bytes (about 4 bytes a token, rounded up).
-_BYTES_PER_TOKEN = 4
-
 
 class DiagnosisLLM(OpenAI):
-    """OpenAI-compatible chat model, no retries, one tool call a round requested."""
+    """OpenAI-compatible chat model, no retries, one tool call a round requested, and each
+    request's ``max_tokens`` given by the run (``cap_completions``)."""
 
     context_window: int = 128000
+    _completion_cap: Callable[[], int] | None = PrivateAttr(default=None)
+
+    def cap_completions(self, cap: Callable[[], int]) -> DiagnosisLLM:
+        """Every request from now on carries ``max_tokens=cap()``, read when it is prepared."""
+        self._completion_cap = cap
+        return self
 
     @property
     def metadata(self) -> LLMMetadata:
@@ -118,6 +133,8 @@ class DiagnosisLLM(OpenAI):
     def _prepare_chat_with_tools(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         # a private LlamaIndex hook: see sre_diag.harness._compat (and its canary)
         prepared = base_prepare_chat_with_tools(super(), *args, **kwargs)
+        if self._completion_cap is not None:
+            prepared["max_tokens"] = self._completion_cap()
         if prepared.get("tools"):
             prepared["parallel_tool_calls"] = False
             if not self.strict:
@@ -152,7 +169,11 @@ class ModelRoundGate(BaseCallbackHandler):
         ctx = self._ctx
         ctx.check_before_model_call()
         ctx.state.usage.model_calls += 1
-        model_round = ModelRound(index=ctx.state.usage.model_calls, started_ms=ctx.elapsed_ms())
+        model_round = ModelRound(
+            index=ctx.state.usage.model_calls,
+            started_ms=ctx.elapsed_ms(),
+            max_tokens=_sent_max_tokens(payload),
+        )
         ctx.state.rounds.append(model_round)
         self._open[event_id] = model_round
         self._sent_besides[event_id] = [*_besides_messages(payload), *self._always_sent]
@@ -180,10 +201,26 @@ class ModelRoundGate(BaseCallbackHandler):
         else:
             model_round.outcome = RoundOutcome.ERROR
         ctx.deps.hooks.model_round(ctx.state, model_round)
-        # A round whose reported usage overran the budget ends the run: nothing it asked runs.
-        ctx.deps.budgets.check_tokens_after_round(ctx.state.usage)
+        if model_round.outcome is RoundOutcome.FINAL:
+            # The gate authorized this round and its answer exists: a Draft is kept even when
+            # the reported usage went over the budget; the overrun is recorded.
+            self._record_overrun()
+        else:
+            # A round asking for tools that overran the budget ends the run: nothing it asked
+            # runs.
+            ctx.deps.budgets.check_tokens_after_round(ctx.state.usage)
         if isinstance(response, ChatResponse):
             _check_text_size(response, ctx.deps.budgets.max_draft_bytes)
+
+    def _record_overrun(self) -> None:
+        usage = self._ctx.state.usage
+        usage.overrun_tokens = self._ctx.deps.budgets.overrun(usage)
+        if usage.overrun_tokens:
+            _log.warning(
+                "run %s: the final round went %d tokens over the token budget",
+                self._ctx.state.run_id,
+                usage.overrun_tokens,
+            )
 
     def _record_usage(self, model_round: ModelRound, response: ChatResponse, messages: Any) -> None:
         usage = self._ctx.state.usage
@@ -205,6 +242,7 @@ class ModelRoundGate(BaseCallbackHandler):
         calls = [b for b in response.message.blocks if b.block_type == "tool_call"]
         model_round.tool_calls = len(calls)
         model_round.outcome = RoundOutcome.TOOL_CALLS if calls else RoundOutcome.FINAL
+        model_round.cut = _finish_reason(response) == "length"
 
     def start_trace(self, trace_id: str | None = None) -> None:
         return None
@@ -223,6 +261,21 @@ def _besides_messages(payload: dict[str, Any] | None) -> list[Any]:
     return [kwargs[key] for key in ("tools", "response_format") if kwargs.get(key)]
 
 
+def _sent_max_tokens(payload: dict[str, Any] | None) -> int | None:
+    """The ``max_tokens`` the round's request carries (``DiagnosisLLM.cap_completions``)."""
+    kwargs = (payload or {}).get(EventPayload.ADDITIONAL_KWARGS) or {}
+    value = kwargs.get("max_tokens") if isinstance(kwargs, dict) else None
+    return value if _is_count(value) else None
+
+
+def _finish_reason(response: ChatResponse) -> str:
+    """The server's ``finish_reason`` of the answer ('' when it gave none)."""
+    choices = getattr(response.raw, "choices", None)
+    if not choices:
+        return ""
+    return str(getattr(choices[0], "finish_reason", "") or "")
+
+
 def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -237,11 +290,12 @@ def _check_text_size(response: ChatResponse, max_bytes: int) -> None:
 
 
 def _estimate_tokens(value: Any) -> int:
+    """Without reported usage, tokens are estimated from bytes (``BYTES_PER_TOKEN``)."""
     try:
         text = json.dumps(value, default=str, ensure_ascii=False)
     except (TypeError, ValueError):
         text = str(value)
-    return -(-len(text.encode("utf-8")) // _BYTES_PER_TOKEN)
+    return estimated_tokens(len(text.encode("utf-8")))
 
 
 def draft_response_format() -> dict[str, Any]:
@@ -266,7 +320,7 @@ def build_llm(
     """One LLM per run, whose CallbackManager holds that run's gate."""
     strict = structured_output == "json_schema"
     response_format = draft_response_format()
-    return DiagnosisLLM(
+    llm = DiagnosisLLM(
         model=model,
         api_base=api_base,
         api_key=api_key or "unset",
@@ -281,6 +335,7 @@ def build_llm(
         strict=strict,
         additional_kwargs={"response_format": response_format} if strict else None,
     )
+    return llm.cap_completions(lambda: ctx.deps.budgets.max_tokens(ctx.state.usage))
 
 
 def answer_cap(max_draft_bytes: int) -> int:

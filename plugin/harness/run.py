@@ -261,6 +261,10 @@ class Harness:
                 ready_ids=ctx.state.ledger.ready_ids(),
             )
         except DraftRejected as rejected:
+            if _cut_by_token_budget(ctx):
+                # The answer was stopped at the completion tokens the run had left: the token
+                # budget ended the run, not a defect of the model's output.
+                return _stopped(ctx, StopReason.TOKEN_BUDGET_EXHAUSTED)
             return _failed(ctx, FailureCode.INVALID_DRAFT, rejected.defect.value)
         ctx.state.usage.bytes += len((text or "").encode("utf-8"))
         return ExecutionResult(
@@ -285,6 +289,16 @@ def budgets_from(settings: Settings) -> Budgets:
         max_draft_bytes=settings.max_draft_bytes,
         run_capacity_bytes=settings.run_capacity_bytes,
     )
+
+
+def _cut_by_token_budget(ctx: RunContext) -> bool:
+    """The final round's answer was stopped at a ``max_tokens`` the token budget set (lower
+    than ``max_draft_bytes``, which alone could not cut an acceptable Draft)."""
+    if not ctx.state.rounds:
+        return False
+    last = ctx.state.rounds[-1]
+    sent = last.max_tokens
+    return last.cut and sent is not None and sent < ctx.deps.budgets.max_draft_bytes
 
 
 def _consume(future: asyncio.Future[Any]) -> None:

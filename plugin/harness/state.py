@@ -44,6 +44,10 @@ class ModelRound:
     usage_reported: bool = True
     tool_calls: int = 0
     outcome: RoundOutcome = RoundOutcome.IN_FLIGHT
+    max_tokens: int | None = None
+    """The ``max_tokens`` its request carried (the completion tokens the run had left)."""
+    cut: bool = False
+    """The server stopped the answer at ``max_tokens`` (``finish_reason`` ``length``)."""
 
 
 @dataclass(slots=True)

@@ -7,8 +7,8 @@ several apps in one process, and tests, never share a series. Counted from:
   (``trigger``: ``mention``, ``shortcut``, ``alert``, ``replay``, see ``sre_diag.audit.trigger``;
   ``none`` for a run started outside Slack) and one
   ``diag_run_duration_seconds`` observation per run, its model calls and tokens (from the run's
-  usage, as the Execution Result reports them) and each canonical tool invocation by tool and
-  status;
+  usage, as the Execution Result reports them), ``diag_token_overruns_total`` when its final
+  round went over the token budget, and each canonical tool invocation by tool and status;
 - the Slack listeners (``slack_event``): every event accepted, ignored or declined, with why;
   and every feedback vote cast or changed on an answer (``feedback_vote``: ``up`` / ``down``);
 - live gauges read at scrape time: runs in flight and queued, audit records lost.
@@ -140,6 +140,12 @@ class Metrics:
         self.tokens = Counter(
             "diag_tokens", "Model tokens used by runs (prompt, completion).", ["kind"], registry=r
         )
+        self.token_overruns = Counter(
+            "diag_token_overruns",
+            "Runs whose final round's reported usage went over DIAG_MAX_TOTAL_TOKENS (the Draft"
+            " of that authorized round is kept).",
+            registry=r,
+        )
         self.tool_calls = Counter(
             "diag_tool_calls",
             "Canonical tool invocations, by tool and status (READY, ERROR, REJECTED).",
@@ -245,3 +251,5 @@ class MetricsHook(StepHook):
 
     def on_result(self, ctx: RunState, result: ExecutionResult) -> None:
         self._metrics.run_ended(result)
+        if ctx.usage.overrun_tokens > 0:
+            self._metrics.token_overruns.inc()

@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,9 @@ DRAFT = json.dumps(
         "limitations": {"checked_scope": [], "missing_info": ["probe"]},
     }
 )
-CAPABILITIES = ("tool_calling", "parallel_tool_calls", "json_schema_with_tools", "usage")
+CAPABILITIES = (
+    "tool_calling", "parallel_tool_calls", "json_schema_with_tools", "usage", "max_tokens",
+)  # fmt: skip
 
 StartCapable = Callable[..., Awaitable[CapabilityModelServer]]
 
@@ -154,7 +156,7 @@ async def test_fully_capable_endpoint(tmp_path: Path, capability_server: StartCa
     assert model["recommended"] == {"DIAG_STRUCTURED_OUTPUT": "json_schema"}
     assert model["warnings"] == []
     part = next(c for c in checked.report["checks"] if c["name"] == "model")
-    assert part["status"] == "OK" and "usable (4/4 capabilities)" in part["detail"]
+    assert part["status"] == "OK" and "usable (5/5 capabilities)" in part["detail"]
     assert MODEL in part["detail"]
 
     text_server = await capability_server(capable())
@@ -162,10 +164,27 @@ async def test_fully_capable_endpoint(tmp_path: Path, capability_server: StartCa
     assert text.code == 0, text.out
     lines = text.out.splitlines()
     model_line = next(i for i, line in enumerate(lines) if line.startswith("model "))
-    shown = lines[model_line + 1 : model_line + 6]
-    assert [line.split()[0] for line in shown] == ["yes"] * 4 + ["recommended"]
-    assert "DIAG_STRUCTURED_OUTPUT=json_schema" in shown[4]
+    shown = lines[model_line + 1 : model_line + 7]
+    assert [line.split()[0] for line in shown] == ["yes"] * 5 + ["recommended"]
+    assert "DIAG_STRUCTURED_OUTPUT=json_schema" in shown[5]
     assert "tool calling with JSON arguments" in shown[0]
+
+
+def refuse_max_tokens(body: Mapping[str, Any]) -> str | None:
+    """Like endpoints that do not take ``max_tokens`` (every diagnosis request carries it)."""
+    return "max_tokens" if "max_tokens" in body else None
+
+
+async def test_max_tokens_refused(tmp_path: Path, capability_server: StartCapable) -> None:
+    server = await capability_server([], refuse=refuse_max_tokens)
+    checked = await check(tmp_path, server, "--json")
+    assert checked.code == 1
+    assert len(server.refused) == 3  # every probe carries max_tokens, as every run request does
+    model = checked.model
+    assert model["usable"] is False
+    assert checked.supported()["max_tokens"] is False
+    assert "(max_tokens)" in model["capabilities"]["max_tokens"]["reason"]
+    assert model["failure"].startswith("max_tokens refused")
 
 
 # -- tool calling missing: the model is unusable, exit 1 -------------------------------------------
@@ -217,7 +236,7 @@ async def test_parallel_tool_calls_refused(tmp_path: Path, capability_server: St
     assert server.refused == [server.received[1]]
     assert checked.supported() == {
         "tool_calling": True, "parallel_tool_calls": False,
-        "json_schema_with_tools": True, "usage": True,
+        "json_schema_with_tools": True, "usage": True, "max_tokens": True,
     }  # fmt: skip
     reason = checked.model["capabilities"]["parallel_tool_calls"]["reason"]
     assert reason == "refused (HTTP 400 unsupported_parameter (parallel_tool_calls))"
@@ -332,7 +351,7 @@ async def test_closed_port(tmp_path: Path) -> None:
     assert model["capabilities"]["usage"]["reason"] == "not probed: no request was answered"
     text = await check(tmp_path, None)
     assert text.code == 1
-    assert text.out.count("MISSING") == 4
+    assert text.out.count("MISSING") == 5
 
 
 # -- a slow endpoint: each probe waits up to the model timeout, says so, and says how long ---------

@@ -191,9 +191,8 @@ async def test_malformed_dsn_through_the_cli_is_not_echoed(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        ((), "required: command"),
         (("nosuch",), "invalid choice: 'nosuch'"),
-        (("diagnose",), "required: query"),
+        (("diagnose",), "required: QUERY"),
         (("serve", "--port", "eighty"), "invalid int value"),
         (("check", "--verbose"), "unrecognized arguments: --verbose"),
     ],

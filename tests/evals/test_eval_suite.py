@@ -263,7 +263,8 @@ async def test_bad_arguments_exit_2(tmp_path: Path) -> None:
         [str(SUITE / "vague-question"), "--mysql-admin-dsn", "postgres://x@h"],
         [],
     ):
-        code, stdout, _ = await run_eval(*args, cwd=tmp_path)
+        # A model is set: the arguments are what is wrong (without one, MODEL_NOT_CONFIGURED).
+        code, stdout, _ = await run_eval(*args, cwd=tmp_path, env={"OPENAI_API_KEY": "sk-unused"})
         assert code == 2, args
         assert json.loads(stdout)["error"]["code"] == "INVALID_ARGUMENTS"
     code, stdout, _ = await run_eval(

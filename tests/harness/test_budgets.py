@@ -50,34 +50,56 @@ async def test_model_call_budget_blocks_the_next_round(
 async def test_unknown_tools_do_not_outlive_the_model_call_budget(
     model_server: StartServer, tmp_path: Path
 ) -> None:
-    # Budget 2: round 1's unknown tool is answered STOP_REQUIRED (one round left: the Draft's);
-    # round 2 asks an unknown tool again: the run ends, no round 3. The stop's cause was the
-    # last model round, not saturation (no NO_GAIN was ever counted).
+    # Budget 2: round 1's unknown tool is answered UNKNOWN_TOOL (a round remains after it);
+    # round 2 asks an unknown tool again: no round remains, STOP_REQUIRED, and the round that
+    # would read it never reaches the server. The stop's cause was the last model round, not
+    # saturation (no NO_GAIN was ever counted).
     server = await model_server([unknown("c1"), unknown("c2")])
     result = await harness(server, tmp_path, DIAG_MAX_MODEL_CALLS=2).diagnose(QUERY)
-    assert tool_messages(server.requests[1])[0]["observation"]["evidence_status"] == (
-        "STOP_REQUIRED"
-    )
+    assert tool_messages(server.requests[1])[0]["observation"]["error_code"] == "UNKNOWN_TOOL"
     assert result.stop_reason is StopReason.MODEL_CALL_BUDGET_EXHAUSTED
     assert server.request_count == 2 and result.usage.model_calls == 2
 
 
-async def test_last_round_is_kept_for_the_draft(model_server: StartServer, tmp_path: Path) -> None:
+async def test_a_tool_runs_in_the_round_before_the_last(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    # One round of headroom: with 3 rounds, round 2's tool runs (round 3 reads it) and round 3
+    # produces the Draft citing both.
     server = await model_server(
         [
             tool_step(call("c1", "query_logs", LOGS_INPUT)),
             tool_step(call("c2", "lookup_knowledge", KB, previous=("c1", "GAINED"))),
-            final_step(draft_json(["c1"])),
+            final_step(draft_json(["c1", "c2"])),
         ]
     )
     table = adapters()
     result = await harness(server, tmp_path, table, DIAG_MAX_MODEL_CALLS=3).diagnose(QUERY)
-    assert (
-        tool_messages(server.requests[2])[-1]["observation"]["evidence_status"] == "STOP_REQUIRED"
-    )
-    assert table[ToolName.LOOKUP_KNOWLEDGE].calls == []
-    assert result.outcome is Outcome.DRAFT
+    assert tool_messages(server.requests[2])[-1]["observation"]["evidence_status"] == "READY"
+    assert len(table[ToolName.LOOKUP_KNOWLEDGE].calls) == 1
+    assert result.outcome is Outcome.DRAFT, result.to_json()
     assert server.request_count == 3
+
+
+async def test_a_tool_asked_in_the_last_round_never_runs(
+    model_server: StartServer, tmp_path: Path
+) -> None:
+    server = await model_server(
+        [
+            tool_step(call("c1", "query_logs", LOGS_INPUT)),
+            tool_step(call("c2", "lookup_knowledge", KB, previous=("c1", "GAINED"))),
+        ]
+    )
+    table = adapters()
+    result = await harness(server, tmp_path, table, DIAG_MAX_MODEL_CALLS=2).diagnose(QUERY)
+    assert table[ToolName.LOOKUP_KNOWLEDGE].calls == []
+    assert result.stop_reason is StopReason.MODEL_CALL_BUDGET_EXHAUSTED
+    assert result.progress is not None
+    assert [(c.tool_call_id, c.error_code) for c in result.progress.checks] == [
+        ("c1", None),
+        ("c2", "STOP_REQUIRED"),
+    ]
+    assert server.request_count == 2  # no third request: the budget is 2
 
 
 async def test_token_budget_blocks_the_next_round(
@@ -88,15 +110,16 @@ async def test_token_budget_blocks_the_next_round(
             tool_step(
                 call("c1", "query_logs", LOGS_INPUT), prompt_tokens=100, completion_tokens=20
             ),
-            unknown("c2"),
         ]
     )
-    # 120 after round 1 < 130; 240 after round 2 >= 130: round 3 never reaches the server.
+    # 120 after round 1 < 130, but round 2's prompt alone is at least round 1's 120 tokens:
+    # the 10 left leave no completion token, so round 2 never reaches the server (and c1 was
+    # answered STOP_REQUIRED: no round like the last plus an observation fits).
     h = harness(server, tmp_path, DIAG_MAX_TOTAL_TOKENS=130)
     result = await h.diagnose(QUERY)
     assert result.stop_reason is StopReason.TOKEN_BUDGET_EXHAUSTED
-    assert server.request_count == 2
-    assert result.usage.prompt_tokens + result.usage.completion_tokens == 240
+    assert server.request_count == 1
+    assert result.usage.prompt_tokens + result.usage.completion_tokens == 120
 
 
 async def test_usage_jumping_past_the_budget_in_one_round_stops_at_once(
@@ -215,11 +238,16 @@ def _ignoring(cause: StopReason) -> tuple[list[ModelStep], dict[str, object]]:
     env: dict[str, object] = {
         StopReason.INFORMATION_SATURATED: {"DIAG_NO_GAIN_STREAK": 1},
         StopReason.TOOL_CALL_BUDGET_EXHAUSTED: {"DIAG_MAX_TOOL_CALLS": 1},
-        StopReason.MODEL_CALL_BUDGET_EXHAUSTED: {"DIAG_MAX_MODEL_CALLS": 3},
-        # 300 a round: after round 2, 400 of 1000 are left, less than two such rounds; round 3
-        # itself still fits (900), so its request meets the ignored STOP_REQUIRED.
-        StopReason.TOKEN_BUDGET_EXHAUSTED: {"DIAG_MAX_TOTAL_TOKENS": 1000},
+        # No round remains after round 2: its STOP_REQUIRED is final, there is no round 3 in
+        # which to ignore it (the gate refuses it before any request).
+        StopReason.MODEL_CALL_BUDGET_EXHAUSTED: {"DIAG_MAX_MODEL_CALLS": 2},
+        # 300 a round, and an observation is estimated at 1024 tokens: after round 1, 1500 of
+        # 1800 are left (>= 300 + 1024: c1 runs); after round 2, 1200 (< 1324: STOP_REQUIRED);
+        # round 3 still fits (900 of 1800), so its request meets the ignored STOP_REQUIRED.
+        StopReason.TOKEN_BUDGET_EXHAUSTED: {"DIAG_MAX_TOTAL_TOKENS": 1800},
     }[cause]
+    if cause is StopReason.MODEL_CALL_BUDGET_EXHAUSTED:
+        steps = steps[:2]
     return steps, env
 
 
@@ -241,10 +269,11 @@ async def test_an_ignored_stop_required_stops_the_run_for_its_cause(
     result = await harness(server, tmp_path, table, **env).diagnose(QUERY)
     assert result.outcome is Outcome.STOPPED and result.draft is None
     assert result.stop_reason is cause, result.to_json()
-    assert server.request_count == 3
-    assert tool_messages(server.requests[2])[-1]["observation"]["evidence_status"] == (
-        "STOP_REQUIRED"
-    )
+    assert server.request_count == len(steps)
+    if len(steps) == 3:
+        assert tool_messages(server.requests[2])[-1]["observation"]["evidence_status"] == (
+            "STOP_REQUIRED"
+        )
     assert len(table[ToolName.QUERY_LOGS].calls) == 1
     assert table[ToolName.LOOKUP_KNOWLEDGE].calls == table[ToolName.QUERY_MYSQL].calls == []
     assert result.progress is not None

@@ -160,7 +160,7 @@ def test_table_catalogue_marks_masked_columns_and_is_cut_at_4_kb() -> None:
         ),
     )
     text = render_catalogue(ZH, ToolName.QUERY_MYSQL, [secret])
-    assert listed(text) == ["api_credentials(id varchar(32), api_key varchar(128) masked)"]
+    assert listed(text) == ["api_credentials(id varchar(32), api_key varchar(128) 不可读)"]
     many = [
         TableColumns(
             f"table_{n:03d}", tuple(ColumnInfo(f"c{i}", "int(11)", False) for i in range(8))

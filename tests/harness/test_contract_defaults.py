@@ -44,7 +44,7 @@ CONTRACT_DEFAULTS: dict[str, Expectation] = {
     "DIAG_MYSQL_DSN": None,
     "DIAG_MYSQL_ALLOWED_TABLES": (),  # all tables of the DSN's database
     "DIAG_MYSQL_REQUIRE_READ_ONLY": True,
-    "DIAG_MYSQL_SECRET_COLUMNS": (),
+    "DIAG_MYSQL_SECRET_COLUMNS": (),  # only the columns classified by name
     "DIAG_MYSQL_REQUIRE_COLUMN_GRANTS": True,
     "DIAG_MYSQL_STATEMENT_TIMEOUT_SECONDS": 5,
     "DIAG_MYSQL_MAX_ROWS": 50,

@@ -59,9 +59,10 @@ def status(decision: object) -> str:
         ({"model_calls": 1}, "query_logs", True, "EXECUTE"),
         ({"model_calls": 1}, "query_logs", False, "ONE_TOOL_PER_ROUND"),
         ({"model_calls": 1}, "run_shell", True, "UNKNOWN_TOOL"),
-        ({"model_calls": 7}, "query_logs", True, "STOP_REQUIRED"),  # the last round is kept
-        ({"model_calls": 7}, "run_shell", True, "STOP_REQUIRED"),
-        ({"model_calls": 7}, "run_shell", False, "UNKNOWN_TOOL"),
+        ({"model_calls": 7}, "query_logs", True, "EXECUTE"),  # round 8 reads its result
+        ({"model_calls": 8}, "query_logs", True, "STOP_REQUIRED"),  # no round after the last
+        ({"model_calls": 8}, "run_shell", True, "STOP_REQUIRED"),
+        ({"model_calls": 8}, "run_shell", False, "UNKNOWN_TOOL"),
         ({"model_calls": 1, "tool_calls": 6}, "query_logs", True, "STOP_REQUIRED"),
         ({"model_calls": 1, "bytes": 45000}, "query_logs", True, "STOP_REQUIRED"),
         ({"model_calls": 1, "bytes": 65400}, "query_logs", True, "STOP TOKEN_BUDGET_EXHAUSTED"),
@@ -96,21 +97,25 @@ def cause_of(decision: object) -> str:
         ({"model_calls": 1, "tool_calls": 6}, 0, "query_logs", LOGS, "TOOL_CALL_BUDGET_EXHAUSTED"),
         ({"model_calls": 1, "tool_calls": 9}, 0, "run_shell", LOGS, "TOOL_CALL_BUDGET_EXHAUSTED"),
         ({"model_calls": 1, "tool_calls": 6}, 0, "query_logs", "{", "TOOL_CALL_BUDGET_EXHAUSTED"),
-        ({"model_calls": 7}, 0, "query_logs", LOGS, "MODEL_CALL_BUDGET_EXHAUSTED"),
-        ({"model_calls": 7}, 1, "run_shell", LOGS, "MODEL_CALL_BUDGET_EXHAUSTED"),
+        ({"model_calls": 8}, 0, "query_logs", LOGS, "MODEL_CALL_BUDGET_EXHAUSTED"),
+        ({"model_calls": 8}, 1, "run_shell", LOGS, "MODEL_CALL_BUDGET_EXHAUSTED"),
+        ({"model_calls": 7}, 0, "query_logs", LOGS, "EXECUTE"),
         # the streak wins over a budget reached at the same time, a budget over the later ones
-        ({"model_calls": 7, "tool_calls": 6}, 2, "query_logs", LOGS, "INFORMATION_SATURATED"),
-        ({"model_calls": 7, "tool_calls": 6}, 0, "query_logs", LOGS, "TOOL_CALL_BUDGET_EXHAUSTED"),
-        # tokens: room for at most one more round as costly as the last one
+        ({"model_calls": 8, "tool_calls": 6}, 2, "query_logs", LOGS, "INFORMATION_SATURATED"),
+        ({"model_calls": 8, "tool_calls": 6}, 0, "query_logs", LOGS, "TOOL_CALL_BUDGET_EXHAUSTED"),
+        # tokens: room for one more round as costly as the last one plus the observation's
+        # estimate (4096 bytes: 1024 tokens), 1624 here
         ({"model_calls": 2, "prompt_tokens": 59000, "last_round_tokens": 600}, 0, "query_logs",
          LOGS, "TOKEN_BUDGET_EXHAUSTED"),
-        ({"model_calls": 2, "prompt_tokens": 58801, "last_round_tokens": 600}, 0, "query_logs",
+        ({"model_calls": 2, "prompt_tokens": 58377, "last_round_tokens": 600}, 0, "query_logs",
          LOGS, "TOKEN_BUDGET_EXHAUSTED"),
-        ({"model_calls": 2, "prompt_tokens": 58800, "last_round_tokens": 600}, 0, "query_logs",
+        ({"model_calls": 2, "prompt_tokens": 58376, "last_round_tokens": 600}, 0, "query_logs",
          LOGS, "EXECUTE"),
-        ({"model_calls": 2, "completion_tokens": 60000}, 0, "query_logs", LOGS,
-         "EXECUTE"),  # no round cost known yet (the gate refuses the next round anyway)
-        ({"model_calls": 7, "prompt_tokens": 59990, "last_round_tokens": 600}, 0, "query_logs",
+        ({"model_calls": 2, "completion_tokens": 58976}, 0, "query_logs", LOGS,
+         "EXECUTE"),  # no round cost known yet: the observation's estimate alone
+        ({"model_calls": 2, "completion_tokens": 58977}, 0, "query_logs", LOGS,
+         "TOKEN_BUDGET_EXHAUSTED"),
+        ({"model_calls": 8, "prompt_tokens": 59990, "last_round_tokens": 600}, 0, "query_logs",
          LOGS, "MODEL_CALL_BUDGET_EXHAUSTED"),
         # byte capacity: the run's context budget, reported as the token budget
         ({"model_calls": 1, "bytes": 45000}, 0, "query_logs", LOGS, "TOKEN_BUDGET_EXHAUSTED"),

@@ -6,7 +6,9 @@ under ``asyncio.run``. Every rule is tested on both sides of its edge: the decis
 row, each observation and error code, a duplicate against its near misses, the evaluation that
 must name exactly the pending call (``C1 `` is not ``c1``), the NO_GAIN streak at, one below and
 one above its threshold, each cause of STOP_REQUIRED, the byte capacity and the observation bound
-counted in UTF-8 bytes (CJK) at exactly the limit and one byte past it.
+counted in UTF-8 bytes (CJK) at exactly the limit and one byte past it, an adapter crash told
+from a cut-off, every emitted id burned whatever its answer, and the whitelist applied to what
+an adapter returns.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
+from pydantic import ConfigDict
 
 from sre_diag.contract.envelope import Evaluation
 from sre_diag.contract.observations import (
@@ -226,11 +229,13 @@ def pending(ctx: RunContext, call_id: str = "c1") -> None:
         ({}, "run_shell", True, "UNKNOWN_TOOL"),
         ({}, "run_shell", False, "UNKNOWN_TOOL"),
         ({}, "Lookup_knowledge", True, "UNKNOWN_TOOL"),  # tool names match exactly
-        ({"model_calls": 6}, "lookup_knowledge", True, "EXECUTE"),  # two rounds left
-        ({"model_calls": 7}, "lookup_knowledge", True, "STOP_REQUIRED"),  # the last is the Draft's
-        ({"model_calls": 7}, "run_shell", True, "STOP_REQUIRED"),
-        ({"model_calls": 7}, "run_shell", False, "UNKNOWN_TOOL"),
-        ({"model_calls": 7}, "lookup_knowledge", False, "ONE_TOOL_PER_ROUND"),
+        ({"model_calls": 6}, "lookup_knowledge", True, "EXECUTE"),
+        ({"model_calls": 7}, "lookup_knowledge", True, "EXECUTE"),  # round 8 reads its result
+        ({"model_calls": 8}, "lookup_knowledge", True, "STOP_REQUIRED"),  # no round after it
+        ({"model_calls": 9}, "lookup_knowledge", True, "STOP_REQUIRED"),
+        ({"model_calls": 8}, "run_shell", True, "STOP_REQUIRED"),
+        ({"model_calls": 8}, "run_shell", False, "UNKNOWN_TOOL"),
+        ({"model_calls": 8}, "lookup_knowledge", False, "ONE_TOOL_PER_ROUND"),
         ({"tool_calls": 5}, "lookup_knowledge", True, "EXECUTE"),
         ({"tool_calls": 6}, "lookup_knowledge", True, "STOP_REQUIRED"),
         ({"tool_calls": 7}, "lookup_knowledge", True, "STOP_REQUIRED"),
@@ -285,7 +290,7 @@ def test_an_invalid_envelope_names_its_field() -> None:
 
 @pytest.mark.parametrize(
     ("usage", "streak", "expected"),
-    [({"tool_calls": 6}, 0, TOOLS_SPENT), ({"model_calls": 7}, 0, LAST_ROUND), ({}, 2, SATURATED)],
+    [({"tool_calls": 6}, 0, TOOLS_SPENT), ({"model_calls": 8}, 0, LAST_ROUND), ({}, 2, SATURATED)],
 )
 def test_an_invalid_envelope_in_a_run_that_must_stop_is_stop_required(
     usage: dict[str, int], streak: int, expected: StopReason
@@ -395,7 +400,7 @@ def test_with_nothing_pending_an_evaluation_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("usage", "streak", "expected"),
-    [({"tool_calls": 6}, 0, TOOLS_SPENT), ({"model_calls": 7}, 0, LAST_ROUND), ({}, 2, SATURATED)],
+    [({"tool_calls": 6}, 0, TOOLS_SPENT), ({"model_calls": 8}, 0, LAST_ROUND), ({}, 2, SATURATED)],
 )
 def test_a_refused_evaluation_in_a_run_that_must_stop_is_stop_required(
     usage: dict[str, int], streak: int, expected: StopReason
@@ -509,11 +514,13 @@ def test_a_duplicate_carries_the_evaluation_it_consumed() -> None:
     ("usage", "streak", "expected"),
     [
         ({"tool_calls": 6}, 0, TOOLS_SPENT),
-        ({"model_calls": 7}, 0, LAST_ROUND),
+        ({"model_calls": 8}, 0, LAST_ROUND),
         ({}, 2, SATURATED),
-        ({"model_calls": 7, "tool_calls": 6}, 2, SATURATED),
-        ({"model_calls": 7, "tool_calls": 6}, 0, TOOLS_SPENT),
-        ({"prompt_tokens": 58_801, "last_round_tokens": 600}, 0, TOKENS),
+        ({"model_calls": 8, "tool_calls": 6}, 2, SATURATED),
+        ({"model_calls": 8, "tool_calls": 6}, 0, TOOLS_SPENT),
+        # one more round like the last (600) plus the observation's estimate (1024): 1624
+        ({"prompt_tokens": 58_377, "last_round_tokens": 600}, 0, TOKENS),
+        ({"completion_tokens": 58_977}, 0, TOKENS),
     ],
 )
 def test_each_cause_of_stop_required_is_named_for_every_kind_of_request(
@@ -532,7 +539,9 @@ def test_each_cause_of_stop_required_is_named_for_every_kind_of_request(
             stop_required_observation(call_id, name, max_bytes=4096, hints=ZH)
         )
     # The same request in a healthy run is not stopped.
-    assert code(decide(context(prompt_tokens=58_800, last_round_tokens=600))) == "EXECUTE"
+    assert code(decide(context(prompt_tokens=58_376, last_round_tokens=600))) == "EXECUTE"
+    assert code(decide(context(completion_tokens=58_976))) == "EXECUTE"
+    assert code(decide(context(model_calls=7))) == "EXECUTE"
 
 
 def test_an_unrecorded_stop_required_records_nothing() -> None:
@@ -875,3 +884,153 @@ def test_the_default_hints_are_the_zh_set_and_others_can_be_given() -> None:
     zh = interceptor(ctx).decide("run_shell", "c9", args(), first_in_round=True)
     en = interceptor(ctx, hints=EN).decide("run_shell", "c9", args(), first_in_round=True)
     assert observed(zh)["hint"] == ZH["UNKNOWN_TOOL"] and observed(en)["hint"] == EN["UNKNOWN_TOOL"]
+
+
+# -- an adapter crash is INTERNAL, a cut-off is not ------------------------------------------
+
+
+class AdapterCrash(BaseException):
+    """What an adapter may raise that no ``except Exception`` catches."""
+
+
+@pytest.mark.parametrize(
+    ("raised", "abort", "expected"),
+    [
+        (AdapterCrash, None, AdapterErrorCode.INTERNAL),
+        (AdapterCrash, StopReason.CANCELLED, AdapterErrorCode.INTERNAL),
+        (AdapterCrash, StopReason.DEADLINE_EXCEEDED, AdapterErrorCode.INTERNAL),
+        (GeneratorExit, None, AdapterErrorCode.INTERNAL),
+        (KeyboardInterrupt, None, CANCELLED),
+        (SystemExit, None, CANCELLED),
+        (KeyboardInterrupt, StopReason.DEADLINE_EXCEEDED, AdapterErrorCode.TIMEOUT),
+    ],
+)
+def test_a_crash_is_internal_and_a_signal_a_cut_off(
+    raised: type[BaseException], abort: StopReason | None, expected: object
+) -> None:
+    ctx = context()
+    ctx.state.abort_reason = abort
+
+    def crash(call: AdapterCall[Any]) -> object:
+        raise raised
+
+    with pytest.raises(raised):
+        handle(ctx, adapter=Adapter(crash))
+    [invocation] = ctx.state.ledger
+    assert (invocation.status, invocation.code) == (ERROR, expected)
+    assert invocation.observation_bytes == 0 and ctx.state.usage.tool_calls == 1
+
+
+# -- every id the framework emitted is burned -------------------------------------------------
+
+
+def test_a_burned_id_is_refused_before_anything_else_of_the_request() -> None:
+    ctx = context()
+    ctx.state.ledger.burn("u1")
+    for name in ("lookup_knowledge", "query_mysql"):
+        decision = decide(ctx, name, "u1")
+        assert code(decision) == "INVALID_ENVELOPE" and isinstance(decision, Respond)
+        assert decision.invocation is None  # no canonical invocation
+        assert "reused" in observed(decision)["hint"]
+    assert code(decide(ctx, "lookup_knowledge", "U1")) == "EXECUTE"  # ids match exactly
+    assert code(decide(ctx, "lookup_knowledge", "u1 ")) == "EXECUTE"
+    assert code(decide(ctx, "run_shell", "u1")) == "UNKNOWN_TOOL"  # an unknown tool stays so
+
+
+@pytest.mark.parametrize(
+    ("first_name", "first_raw", "first_in_round", "usage", "first_answer"),
+    [
+        ("run_shell", None, True, {}, "UNKNOWN_TOOL"),
+        ("lookup_knowledge", "{", True, {}, "INVALID_ENVELOPE"),
+        ("lookup_knowledge", None, False, {}, "ONE_TOOL_PER_ROUND"),
+        ("lookup_knowledge", None, True, {"tool_calls": 6}, "STOP_REQUIRED"),
+        ("lookup_knowledge", None, True, {}, "READY"),
+        ("", None, True, {}, "UNKNOWN_TOOL"),
+    ],
+)
+def test_an_id_answered_any_way_is_never_used_again(
+    first_name: str,
+    first_raw: str | None,
+    first_in_round: bool,
+    usage: dict[str, int],
+    first_answer: str,
+) -> None:
+    ctx = context(usage)
+    adapter = Adapter()
+    first = handle(ctx, first_name, "u1", first_raw, adapter=adapter, first=first_in_round)
+    assert _status(first) == first_answer
+    recorded = len(ctx.state.ledger)
+    ran_before = len(adapter.calls)
+    ctx.state.usage.model_calls += 1
+    ctx.state.ledger.stop_required_round = None  # a later round that may run tools again
+    ctx.state.usage.tool_calls = 0
+    again = handle(ctx, "lookup_knowledge", "u1", args({"query": "其他"}), adapter=adapter)
+    assert _status(again) == "INVALID_ENVELOPE"
+    assert len(adapter.calls) == ran_before  # never executed
+    assert len(ctx.state.ledger) == recorded  # no canonical invocation
+
+
+def test_handle_burns_the_id_even_when_the_run_stops() -> None:
+    ctx = context(model_calls=3)
+    ctx.state.ledger.require_stop(2, TOOLS_SPENT)
+    with pytest.raises(CollectionStopped):
+        handle(ctx, "lookup_knowledge", "s1")
+    assert ctx.state.ledger.burned("s1") and not ctx.state.ledger.burned("s2")
+
+
+def test_decide_burns_nothing() -> None:
+    ctx = context()
+    decide(ctx, "run_shell", "u1")
+    assert not ctx.state.ledger.burned("u1")
+    assert code(decide(ctx, "lookup_knowledge", "u1")) == "EXECUTE"
+
+
+def _status(text: str) -> str:
+    observation = json.loads(text)
+    return str(observation.get("error_code") or observation["evidence_status"])
+
+
+# -- the whitelist is applied at the boundary ------------------------------------------------
+
+
+class _Leaky(KnowledgeItem):
+    """An item of the right shape carrying what must never reach the model."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+def test_a_ready_result_carries_only_the_whitelisted_fields() -> None:
+    ctx = context()
+    leaky = _Leaky(
+        title="t", heading="h", path="p.md", score=2.0, snippet="s",
+        password="hunter2", raw_response="Traceback (most recent call last): boom",
+    )  # type: ignore[call-arg]  # fmt: skip
+    mapping = {"title": "t2", "heading": "h", "path": "p.md", "score": 1, "snippet": "x",
+               "api_key": "sk-live-1"}  # fmt: skip
+    text = handle(ctx, adapter=Adapter(lambda call: Ready(items=[leaky, mapping])))
+    assert "hunter2" not in text and "Traceback" not in text and "sk-live" not in text
+    observation = json.loads(text)
+    assert [sorted(item) for item in observation["items"]] == [
+        ["heading", "path", "score", "snippet", "title"]
+    ] * 2
+    assert observation["items"][1]["score"] == 1.0 and observation["item_count"] == 2
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"ts": "2026-11-28T10:00:00Z", "service": "a", "level": "ERROR", "message": "m"},
+        {"cells": {"password": "hunter2"}},
+        {"title": "t", "heading": "h", "path": "p", "score": float("nan"), "snippet": "s"},
+        {"title": "t", "heading": "h", "path": "p", "score": True, "snippet": "s"},
+        {"title": 1, "heading": "h", "path": "p", "score": 1.0, "snippet": "s"},
+        "Traceback (most recent call last): hunter2",
+    ],
+)
+def test_an_item_outside_the_tools_shape_is_internal_with_nothing_raw(bad: object) -> None:
+    ctx = context()
+    text = handle(ctx, adapter=Adapter(lambda call: Ready(items=[item(), bad])))  # type: ignore[list-item]
+    assert text == error_observation("c9", "lookup_knowledge", "INTERNAL", max_bytes=4096)
+    [invocation] = ctx.state.ledger
+    assert (invocation.status, invocation.code) == (ERROR, AdapterErrorCode.INTERNAL)
+    assert ctx.state.ledger.pending_evaluation is None

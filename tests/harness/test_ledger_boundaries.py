@@ -1,7 +1,8 @@
 """The ToolBoundary ledger (``plugin/harness/ledger.py``) rule by rule (for its cosmic-ray run):
 what counts as executed, which ids are READY (exactly, never near-misses), what an evaluation
 does to the NO_GAIN streak, which STOP_REQUIRED the model has already seen, that the first
-stop's round and cause are kept, and that a canonical invocation starts empty."""
+stop's round and cause are kept, that a canonical invocation starts empty, and which tool call
+ids are burned (every id emitted in the run, recorded or not, matched exactly)."""
 
 from __future__ import annotations
 
@@ -203,3 +204,34 @@ def test_an_invocation_of_the_same_run_is_recorded_whatever_string_holds_its_id(
     ledger = InvocationLedger(RUN)
     ledger.record(Invocation("c1", _fresh(RUN), LOGS, READY))
     assert len(ledger) == 1
+
+
+def test_an_id_is_burned_once_emitted_or_recorded_and_matched_exactly() -> None:
+    ledger = _ledger(_call("c1"), _call("c2", REJECTED))
+    assert ledger.burned("c1") and ledger.burned("c2")  # recorded, whatever its status
+    assert not ledger.burned("u1")
+    ledger.burn("u1")  # answered without an invocation (an unknown tool)
+    assert ledger.burned("u1") and len(ledger) == 2  # burning records nothing
+    for near in ("U1", "u1 ", "u", "u12", ""):
+        assert not ledger.burned(near)
+    other = InvocationLedger("run-2")
+    assert not other.burned("u1") and not other.burned("c1")  # per run, never shared
+    assert ledger.burned("".join(["c", "1"]))  # by value, not identity
+
+
+def test_a_recorded_id_stays_burned_without_the_lookup() -> None:
+    ledger = _ledger(_call("c1"))
+    ledger._invocations.clear()  # what the ledger remembers of the id is not only the list
+    assert ledger.burned("c1")
+
+
+def test_an_invocation_is_found_by_the_value_of_its_id() -> None:
+    # Ids come from parsed JSON: an equal id is usually another string object.
+    recorded = "".join(["call-", str(4096)])
+    asked = "call-" + str(2048 * 2)
+    assert recorded == asked and recorded is not asked
+    ledger = _ledger(_call(recorded))
+    found = ledger.find(asked)
+    assert found is not None and found.tool_call_id == recorded
+    ledger.apply_evaluation(asked, Evaluation.NO_GAIN)
+    assert found.evaluation is Evaluation.NO_GAIN

@@ -158,13 +158,13 @@ CASES = [
         failing_mysql=True,
     ),
     Hostile(
-        "unknown-tools-until-the-last-round",  # the last round is kept for the Draft
+        "unknown-tools-until-the-last-round",  # no round remains after the last to read one
         [tool_step(call(f"x{n}", "Query_MySQL", SQL)) for n in range(3)],
         Outcome.STOPPED,
-        StopReason.MODEL_CALL_BUDGET_EXHAUSTED,  # the cause of the STOP_REQUIRED it ignored
+        StopReason.MODEL_CALL_BUDGET_EXHAUSTED,  # the last round's request: STOP_REQUIRED
         3,
         {},
-        {2: ["UNKNOWN_TOOL", "STOP_REQUIRED"]},
+        {2: ["UNKNOWN_TOOL", "UNKNOWN_TOOL"]},
         {"DIAG_MAX_MODEL_CALLS": 3},
     ),
     Hostile(
@@ -205,16 +205,16 @@ CASES = [
         },
     ),
     Hostile(
-        "parallel-calls-in-the-last-round-but-one",
+        "parallel-calls-in-the-last-round-but-one",  # one round of headroom: c1 runs
         [
             tool_step(call("c1", L, LOGS), call("c2", K, KB), call("c3", M, SQL)),
-            final_step(draft_json(conclusion=False)),
+            final_step(VALID),
         ],
         Outcome.DRAFT,
         "",
         2,
-        {},
-        {1: ["STOP_REQUIRED", "ONE_TOOL_PER_ROUND", "ONE_TOOL_PER_ROUND"]},
+        {L: 1},
+        {1: ["READY", "ONE_TOOL_PER_ROUND", "ONE_TOOL_PER_ROUND"]},
         {"DIAG_MAX_MODEL_CALLS": 2},
     ),
     Hostile(
@@ -248,14 +248,15 @@ CASES = [
         "ignores-stop-required-with-parallel-calls",
         [
             tool_step(call("c1", L, LOGS), call("c2", K, KB)),
-            tool_step(call("c3", K, KB), call("c4", M, SQL)),
+            tool_step(call("c3", K, KB, previous=("c1", "GAINED")), call("c4", M, SQL)),
+            tool_step(call("c5", M, SQL), call("c6", K, KB)),
         ],
         Outcome.STOPPED,
-        StopReason.MODEL_CALL_BUDGET_EXHAUSTED,  # the last round caused the STOP_REQUIRED
-        2,
-        {},
-        {1: ["STOP_REQUIRED", "ONE_TOOL_PER_ROUND"]},
-        {"DIAG_MAX_MODEL_CALLS": 2},
+        StopReason.TOOL_CALL_BUDGET_EXHAUSTED,  # the tool budget caused the STOP_REQUIRED
+        3,
+        {L: 1},
+        {2: ["READY", "ONE_TOOL_PER_ROUND", "STOP_REQUIRED", "ONE_TOOL_PER_ROUND"]},
+        {"DIAG_MAX_TOOL_CALLS": 1},
     ),
     # -- parallel calls --------------------------------------------------------------------
     Hostile(
@@ -325,10 +326,10 @@ CASES = [
         1,
     ),
     Hostile(
-        "usage-jumps-past-the-budget-on-the-final-round",
+        "usage-jumps-past-the-budget-on-the-final-round",  # authorized: its Draft is kept
         [tool_step(call("c1", L, LOGS)), final_step(VALID, prompt_tokens=900_000)],
-        Outcome.STOPPED,
-        StopReason.TOKEN_BUDGET_EXHAUSTED,
+        Outcome.DRAFT,
+        "",
         2,
         {L: 1},
     ),

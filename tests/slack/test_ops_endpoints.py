@@ -233,4 +233,5 @@ async def test_a_budget_stop_is_counted_under_its_own_reason_not_saturation(
     assert stopped == {
         r.value: float(r is StopReason.TOOL_CALL_BUDGET_EXHAUSTED) for r in StopReason
     }
-    assert STOP_EXPLANATIONS[StopReason.TOOL_CALL_BUDGET_EXHAUSTED] in answer["text"]
+    why = STOP_EXPLANATIONS[StopReason.TOOL_CALL_BUDGET_EXHAUSTED].removeprefix("Stopped: ")
+    assert why[:1].upper() + why[1:] in answer["text"]  # the header says it stopped

@@ -12,6 +12,7 @@ from sre_diag.tools.schemas import MysqlInput
 from sre_diag.tools.sql.bounds import CAP_CHARS, ColumnShape, Schema, ValueKind, column_shape
 from sre_diag.tools.sql.canonical import canonical_sql
 from sre_diag.tools.sql.guard import Prepared, RefusalReason, Refused, check_sql, prepare_sql
+from sre_diag.tools.sql.post import PostKind, PostOp, apply_post
 from tests.mysql_db import TEST_DATABASE
 from tests.tools.sql_corpus import INCIDENT_SCHEMA
 
@@ -38,8 +39,10 @@ def _reason(sql: str, schema: Schema = INCIDENT_SCHEMA) -> RefusalReason:
 @pytest.mark.parametrize(
     ("sql", "masked"),
     [
-        ("SELECT * FROM api_credentials", (False, False, True, True, False)),
-        ("SELECT c.* FROM api_credentials AS c", (False, False, True, True, False)),
+        # a star expands to the readable columns only (no column classified secret)
+        ("SELECT * FROM api_credentials", (False, False, False)),
+        ("SELECT c.* FROM api_credentials AS c", (False, False, False)),
+        ("SELECT provider, API_KEY, Secret_Token FROM api_credentials", (False, True, True)),
         ("SELECT provider, api_key FROM api_credentials", (False, True)),
         ("SELECT api_key AS " + "a" * 300 + "_api_key FROM api_credentials", (True,)),
         ("SELECT id, api_key AS api_key, api_key AS api_key_2 FROM api_credentials",
@@ -47,7 +50,7 @@ def _reason(sql: str, schema: Schema = INCIDENT_SCHEMA) -> RefusalReason:
         ("SELECT o.*, c.api_key FROM orders o JOIN api_credentials c ON c.id = o.id",
          (False,) * 7 + (True,)),
         ("SELECT * FROM orders o JOIN api_credentials c ON c.id = o.id",
-         (False,) * 7 + (False, False, True, True, False)),
+         (False,) * 7 + (False, False, False)),
         ("WITH c AS (SELECT provider AS p FROM api_credentials) SELECT * FROM c", (False,)),
         ("SELECT id FROM orders UNION SELECT provider FROM api_credentials", (False,)),
         ("SELECT 1 AS one, NOW() AS t", (False, False)),
@@ -89,9 +92,9 @@ def test_a_star_the_schema_cannot_expand_is_refused() -> None:
         "SELECT id FROM orders NATURAL RIGHT JOIN api_credentials",
         "SELECT provider, api_key FROM api_credentials ORDER BY 2",
         "SELECT api_key FROM api_credentials GROUP BY 1",
-        "SELECT * FROM api_credentials ORDER BY 4 DESC",
+        "SELECT id, provider, api_key FROM api_credentials ORDER BY 3 DESC",
         "SELECT DISTINCT provider, secret_token FROM api_credentials",
-        "SELECT DISTINCT c.* FROM api_credentials c",
+        "SELECT DISTINCT c.provider, c.Api_Key FROM api_credentials c",
         "SELECT provider, SUM(1) OVER (PARTITION BY secret_token) FROM api_credentials",
         "SELECT provider, LAG(provider) OVER (ORDER BY api_key) FROM api_credentials",
         "SELECT provider FROM api_credentials GROUP BY provider HAVING COUNT(api_key) > 1",
@@ -141,14 +144,11 @@ def test_secret_name_detection_knows_more_shapes(name: str, secret: bool) -> Non
         "SELECT CONCAT_WS(' ', LEFT(change_summary, 5), SUBSTRING(change_summary, 6)) "
         "FROM deployments",
         "SELECT SUBSTR(deployed_by, 2) FROM deployments",
-        "SELECT RIGHT(status, 3) FROM orders",
         "SELECT LOCATE('a', status) FROM orders",
         "SELECT INSTR(status, 'a') FROM orders",
         "SELECT POSITION('a' IN status) FROM orders",
         "SELECT TRIM(BOTH 'x' FROM status) FROM orders",
         "SELECT TRIM(LEADING 'P' FROM status) FROM orders",
-        "SELECT LOWER(id) FROM orders",
-        "SELECT UPPER(error_code) FROM payments",
         "SELECT CAST(change_summary AS CHAR(10)) FROM deployments",
         "SELECT CAST(change_summary AS BINARY(10)) FROM deployments",
         "SELECT JSON_EXTRACT(change_summary, '$.password') FROM deployments",
@@ -197,7 +197,7 @@ def test_text_columns_are_never_cut_searched_or_recased(sql: str) -> None:
         "SELECT TRIM(status), COALESCE(error_code, 'none'), IFNULL(error_code, '-') FROM payments",
         "SELECT CAST(status AS CHAR), CAST(amount_cents AS CHAR(12)) FROM orders",
         "SELECT DATE(created_at), HOUR(created_at) FROM orders",
-        "SELECT STR_TO_DATE('2026-11-28', '%Y-%m-%d') AS d, DATE(status) FROM orders",
+        "SELECT STR_TO_DATE('2026-11-28', '%Y-%m-%d') AS d, DATE(created_at) FROM orders",
         "SELECT CONCAT(UPPER('a'), ' ', status) FROM orders",
     ],
 )
@@ -282,12 +282,44 @@ def test_wide_text_columns_are_sent_cut_by_the_guard_itself() -> None:
     )
     # The cap is recognised only in exactly that shape, as an outermost projection.
     for sql in (
-        f"SELECT LEFT(payload, {CAP_CHARS}) FROM logs",
-        f"SELECT LEFT(payload, {CAP_CHARS - 1}) AS p FROM logs",
+        f"SELECT DISTINCT LEFT(payload, {CAP_CHARS - 1}) AS p FROM logs",
         f"SELECT x FROM (SELECT LEFT(payload, {CAP_CHARS}) AS x FROM logs) AS d",
         f"SELECT id FROM logs WHERE LEFT(message, {CAP_CHARS}) = 'a'",
     ):
         assert _reason(sql, BIG) in {R.TEXT_EXTRACTION, R.EXPRESSION_TOO_LARGE}, sql
+
+
+@pytest.mark.parametrize(
+    ("sql", "sent", "op"),
+    [
+        ("SELECT RIGHT(status, 3) FROM orders", "SELECT `status` AS `RIGHT(status, 3)`",
+         PostOp(PostKind.RIGHT, 3)),
+        ("SELECT LOWER(id) AS i FROM orders", "SELECT `id` AS `i`", PostOp(PostKind.LOWER)),
+        ("SELECT UPPER(error_code) FROM payments", "SELECT `error_code` AS `UPPER(error_code)`",
+         PostOp(PostKind.UPPER)),
+        ("SELECT SUBSTRING_INDEX(status, ';', -2) AS s FROM orders", "SELECT `status` AS `s`",
+         PostOp(PostKind.SUBSTRING_INDEX, -2, ";")),
+    ],
+)  # fmt: skip
+def test_outermost_cuts_and_recasing_run_after_redaction(sql: str, sent: str, op: PostOp) -> None:
+    prepared = _prepare(sql)
+    assert isinstance(prepared, Prepared), prepared
+    assert prepared.text.startswith(sent + " FROM"), prepared.text
+    assert prepared.post == (op,)
+    # Grouped, distinct or nested, the function is judged as written: refused over text.
+    for shaped in (sql.replace("SELECT ", "SELECT DISTINCT ", 1),
+                   f"SELECT x FROM ({sql}) AS d(x)"):  # fmt: skip
+        assert _reason(shaped) is R.TEXT_EXTRACTION, shaped
+
+
+def test_post_functions_follow_mysql() -> None:
+    text = "a;b;c"
+    assert apply_post(PostOp(PostKind.SUBSTRING_INDEX, 1, ";"), text) == "a"
+    assert apply_post(PostOp(PostKind.SUBSTRING_INDEX, -2, ";"), text) == "b;c"
+    assert apply_post(PostOp(PostKind.SUBSTRING_INDEX, 0, ";"), text) == ""
+    assert apply_post(PostOp(PostKind.LEFT, 2), text) == "a;"
+    assert apply_post(PostOp(PostKind.RIGHT, 2), text) == ";c"
+    assert apply_post(PostOp(PostKind.UPPER), text) == "A;B;C"
 
 
 def test_column_shapes_from_the_catalogue() -> None:

@@ -16,13 +16,14 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pymysql
 import pytest
 
 from sre_diag.tools.base import AdapterCall, AdapterErrorCode, AdapterResult, Failed, Ready
 from sre_diag.tools.mysql import MysqlAdapter, parse_dsn
-from sre_diag.tools.schemas import MysqlInput
+from sre_diag.tools.schemas import MysqlInput, MysqlRow
 from tests.mysql_db import MARIADB_SOLO, admin_dsn_for
 
 pytestmark = MARIADB_SOLO
@@ -122,12 +123,18 @@ def typed_db(mysql_ro_dsn: str) -> Iterator[None]:
         )
 
 
+def _reader(**options: Any) -> MysqlAdapter:
+    """The read-only account (db-level SELECT, so the credentials table is readable: the guard
+    is tested here as the second layer, beside the secrecy verdict)."""
+    return MysqlAdapter(_dsn(RO_USER), (), require_column_grants=False, **options)
+
+
 @pytest.fixture(params=["writable", "read-only"])
 async def adapter(request: pytest.FixtureRequest, typed_db: None) -> AsyncIterator[MysqlAdapter]:
     writable = request.param == "writable"
     instance = MysqlAdapter(
         _dsn(RW_USER if writable else RO_USER), (), require_read_only=not writable,
-        statement_timeout_seconds=2.0,
+        require_column_grants=False, statement_timeout_seconds=2.0,
     )  # fmt: skip
     yield instance
     await instance.aclose()
@@ -176,11 +183,12 @@ LONG = "a" * 300
         f"SELECT api_key AS {LONG}_api_key FROM api_credentials",
         f"SELECT provider, secret_token AS `{LONG}_secret_token`, user_pin AS {LONG}_pin "
         "FROM api_credentials",
-        "SELECT * FROM api_credentials",
+        "SELECT id, API_KEY, Secret_Token FROM api_credentials",
         "SELECT c.*, c.api_key AS api_key_again FROM api_credentials AS c",
+        "SELECT provider, uSer_pIn FROM api_credentials",
         "SELECT c.api_key AS provider_key, c.provider FROM api_credentials c ORDER BY c.id",
         "SELECT o.id, o.api_key FROM orders o WHERE o.status = 'PAID'",
-        "SELECT * FROM orders o JOIN api_credentials c ON c.id = o.id",
+        "SELECT o.*, c.USER_pin FROM orders o JOIN api_credentials c ON c.id = o.id",
     ],
 )
 async def test_secret_columns_are_masked_whatever_the_label(
@@ -194,6 +202,23 @@ async def test_secret_columns_are_masked_whatever_the_label(
     assert "***" in observation
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM api_credentials",
+        "SELECT * FROM orders o JOIN api_credentials c ON c.id = o.id",
+    ],
+)
+async def test_a_star_expands_to_the_readable_columns_only(adapter: MysqlAdapter, sql: str) -> None:
+    result = await adapter.invoke(_call(sql))
+    assert isinstance(result, Ready), (sql, result)
+    for row in result.items:
+        assert isinstance(row, MysqlRow)
+        assert not {"api_key", "secret_token", "user_pin"} & {k.split("#")[0] for k in row.cells}
+        assert "provider" in row.cells or "status" in row.cells
+    assert not _leaks(_observation(result)), sql
+
+
 # --- 5. no comparison, sort or grouping by a secret, in any syntactic position --------------------
 
 SECRET_ORACLES = [
@@ -204,11 +229,16 @@ SECRET_ORACLES = [
     "SELECT provider, api_key FROM api_credentials ORDER BY 2",
     "SELECT api_key, provider FROM api_credentials ORDER BY 1 DESC",
     "SELECT api_key, COUNT(*) FROM api_credentials GROUP BY 1",
-    "SELECT * FROM api_credentials ORDER BY 3",
-    "SELECT * FROM api_credentials GROUP BY 5",
-    "SELECT c.* FROM api_credentials c ORDER BY 4",
+    "SELECT id, provider, api_key FROM api_credentials ORDER BY 3",
+    "SELECT id, provider, API_KEY FROM api_credentials GROUP BY 3",
+    "SELECT c.id, c.Secret_Token FROM api_credentials c ORDER BY 2",
     "SELECT DISTINCT api_key FROM api_credentials",
-    "SELECT DISTINCT * FROM api_credentials",
+    "SELECT DISTINCT provider, uSer_pIn FROM api_credentials",
+    # the server resolves names case-insensitively: so does the guard
+    "SELECT provider FROM api_credentials ORDER BY User_Pin",
+    "SELECT provider FROM api_credentials WHERE user_pIn = '4921'",
+    "SELECT CONCAT(' ', api_kEy, ' ') AS x FROM api_credentials",
+    "SELECT LEFT(SECRET_TOKEN, 4) AS x FROM api_credentials",
     "SELECT provider, ROW_NUMBER() OVER (PARTITION BY api_key) AS n FROM api_credentials",
     "SELECT provider, RANK() OVER (ORDER BY user_pin) AS r FROM api_credentials",
     "SELECT provider FROM api_credentials GROUP BY provider HAVING MAX(user_pin) > '4000'",
@@ -280,10 +310,24 @@ EXTRACTIONS = [
 ]
 
 
+# Outermost cuts and re-casing of a bare column run after redaction (sre_diag.tools.sql.post).
+_AFTER_REDACTION = ("SELECT LEFT(", "SELECT RIGHT(", "SELECT SUBSTRING_INDEX(note,",
+                    "SELECT LOWER(", "SELECT UPPER(")  # fmt: skip
+
+
 async def test_every_extraction_function_on_every_secret_shape_is_refused(
     adapter: MysqlAdapter,
 ) -> None:
-    await _refused(adapter, EXTRACTIONS)
+    lifted = [sql for sql in EXTRACTIONS if sql.startswith(_AFTER_REDACTION)]
+    await _refused(adapter, [sql for sql in EXTRACTIONS if sql not in lifted])
+    assert len(lifted) >= 4
+    ran = 0
+    for sql in lifted:  # a bare column is cut after redaction; anything else is refused
+        result = await adapter.invoke(_call(sql))
+        assert isinstance(result, Ready) or result == Failed(AdapterErrorCode.FORBIDDEN_QUERY)
+        assert not _leaks(_observation(result)), (sql, _observation(result))
+        ran += isinstance(result, Ready)
+    assert ran >= 4
 
 
 async def test_whole_text_values_leave_redacted(adapter: MysqlAdapter) -> None:
@@ -342,7 +386,7 @@ async def test_any_value_never_reaches_a_stored_function(adapter: MysqlAdapter) 
 
 
 async def test_a_sub_millisecond_cap_still_caps(typed_db: None) -> None:
-    tiny = MysqlAdapter(_dsn(RO_USER), (), statement_timeout_seconds=0.0004)
+    tiny = _reader(statement_timeout_seconds=0.0004)
     started = time.monotonic()
     try:
         result = await tiny.invoke(_call(
@@ -363,7 +407,7 @@ async def test_reads_do_not_lock_under_a_global_serializable(typed_db: None) -> 
     """A writer holds a row lock; the diagnosis reads the committed row without waiting."""
     (previous,) = _admin_rows("SELECT @@GLOBAL.tx_isolation")[0]
     writer = _admin(DB)
-    reader = MysqlAdapter(_dsn(RO_USER), (), statement_timeout_seconds=2.0)
+    reader = _reader(statement_timeout_seconds=2.0)
     try:
         _admin_do("SET GLOBAL TRANSACTION ISOLATION LEVEL SERIALIZABLE")
         with writer.cursor() as cur:
@@ -388,7 +432,7 @@ async def test_reads_do_not_lock_under_a_global_serializable(typed_db: None) -> 
 async def test_a_public_grant_makes_the_account_not_read_only(typed_db: None) -> None:
     try:
         _admin_do(f"GRANT INSERT, DELETE ON {DB}.* TO PUBLIC")
-        fresh = MysqlAdapter(_dsn(RO_USER), ())
+        fresh = _reader()
         try:
             verdict = await fresh.read_only_verdict()
             assert verdict is not None and not verdict.read_only
@@ -405,7 +449,7 @@ async def test_a_public_grant_makes_the_account_not_read_only(typed_db: None) ->
 async def test_a_verdict_that_changes_disables_the_adapter_logged_once(
     typed_db: None, caplog: pytest.LogCaptureFixture
 ) -> None:
-    adapter = MysqlAdapter(_dsn(RO_USER), (), verdict_refresh_seconds=0.2)
+    adapter = _reader(verdict_refresh_seconds=0.2)
     try:
         assert isinstance(await adapter.invoke(_call("SELECT id FROM notes")), Ready)
         try:
@@ -466,7 +510,7 @@ async def test_a_value_cut_by_group_concat_never_shows_a_partial_secret(typed_db
     emoji, ascii_fill = divmod(room, 4)
     separator = " " + "x" * ascii_fill + "\U0001f600" * emoji + " "
     sql = f"SELECT GROUP_CONCAT(note ORDER BY id SEPARATOR '{separator}') AS x FROM notes"
-    wide = MysqlAdapter(_dsn(RO_USER), (), max_cell_chars=3000)
+    wide = _reader(max_cell_chars=3000)
     try:
         result = await wide.invoke(_call(sql))
     finally:
@@ -492,9 +536,10 @@ FUNCTION_SAMPLES = [
     "(ORDER BY id) FROM orders",
     "SELECT IF(id > 1, 1, 0), COALESCE(status, 'x'), NULLIF(id, 1), GREATEST(id, 2), "
     "LEAST(id, 2), IFNULL(status, 'x'), CASE WHEN id = 1 THEN 1 ELSE 2 END FROM orders",
-    "SELECT LENGTH(status), CHAR_LENGTH(status), FIELD(status, 'PAID'), FIND_IN_SET('a', "
-    "status), ABS(amount), CEIL(amount), FLOOR(amount), ROUND(amount, 1), TRUNCATE(amount, 1), "
-    "SIGN(amount), POW(amount, 2), SQRT(amount), LN(amount), EXP(1) FROM orders",
+    "SELECT LENGTH(status), CHAR_LENGTH(status), FIELD(status, 'PAID'), FIND_IN_SET(status, "
+    "'PAID,FAILED'), ABS(amount), CEIL(amount), FLOOR(amount), ROUND(amount, 1), "
+    "TRUNCATE(amount, 1), SIGN(amount), POW(amount, 2), SQRT(amount), LN(amount), EXP(1) "
+    "FROM orders",
     "SELECT NOW(), CURDATE(), CURTIME(), UTC_TIMESTAMP(), CURRENT_TIMESTAMP, CURRENT_DATE, "
     "CURRENT_TIME, UNIX_TIMESTAMP(NOW()), FROM_UNIXTIME(0), SEC_TO_TIME(60), "
     "TIME_TO_SEC('01:00:00'), TIMEDIFF(NOW(), NOW()), WEEKDAY(NOW()), YEARWEEK(NOW()), "
@@ -568,8 +613,8 @@ async def test_a_hostile_result_is_streamed_capped_and_off_the_loop(typed_db: No
 
     rows = ", ".join(f"({i}, '{HEAVY}')" for i in range(1, 61))
     _admin_do("DELETE FROM wide", f"INSERT INTO wide (id, a) VALUES {rows}", database=DB)
-    wide = MysqlAdapter(_dsn(RO_USER), (), max_cell_chars=4096)
-    capped = MysqlAdapter(_dsn(RO_USER), (), max_cell_chars=4096, max_result_bytes=100_000)
+    wide = _reader(max_cell_chars=4096)
+    capped = _reader(max_cell_chars=4096, max_result_bytes=100_000)
     lags: list[float] = []
     stop = asyncio.Event()
 
@@ -620,7 +665,7 @@ async def test_rows_of_tens_of_mib_arrive_cut_by_the_guard(typed_db: None) -> No
                 "INSERT INTO wide (id, big) VALUES (%s, CONCAT(%s, REPEAT('y', 12582912)))",
                 (i, f"password={KV_PASSWORD} Authorization: Bearer {BEARER} "),
             )
-    adapter = MysqlAdapter(_dsn(RO_USER), (), max_cell_chars=CAP_CHARS)
+    adapter = _reader(max_cell_chars=CAP_CHARS)
     try:
         await adapter.invoke(_call("SELECT 1 AS warm"))
         tracemalloc.start()
@@ -677,3 +722,25 @@ async def test_bounded_keys_over_a_huge_join_stop_at_the_cap(mysql_ro_dsn: str, 
         f"WHERE USER = '{ro_user}' AND COMMAND = 'Query'"
     )
     assert running == [(0,)]
+
+
+async def test_a_repeated_statement_is_decided_again_after_the_facts_change(
+    typed_db: None,
+) -> None:
+    """The guard's decision is reused only with the facts it was made with: a column added to
+    the schema shows in ``*`` once the facts are re-read."""
+    _admin_do("CREATE TABLE cached (id INT PRIMARY KEY)", "INSERT INTO cached VALUES (1)",
+              database=DB)  # fmt: skip
+    adapter = _reader(verdict_refresh_seconds=0.2)
+    try:
+        first = await adapter.invoke(_call("SELECT * FROM cached"))
+        assert isinstance(first, Ready)
+        assert [set(r.cells) for r in first.items if isinstance(r, MysqlRow)] == [{"id"}]
+        _admin_do("ALTER TABLE cached ADD COLUMN kind VARCHAR(8) DEFAULT 'k'", database=DB)
+        await asyncio.sleep(0.3)
+        again = await adapter.invoke(_call("SELECT * FROM cached"))
+        assert isinstance(again, Ready)
+        assert [set(r.cells) for r in again.items if isinstance(r, MysqlRow)] == [{"id", "kind"}]
+    finally:
+        await adapter.aclose()
+        _admin_do("DROP TABLE IF EXISTS cached", database=DB)

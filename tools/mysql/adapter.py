@@ -34,8 +34,10 @@ import hashlib
 import importlib
 import logging
 import math
+import threading
 import time as clock
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,19 +59,27 @@ from sre_diag.tools.mysql.dsn import MysqlDsn, normalise_allowlist, parse_config
 from sre_diag.tools.mysql.privileges import GrantVerdict, effective_grants_verdict
 from sre_diag.tools.mysql.probe import probe_mysql
 from sre_diag.tools.mysql.rows import RowProjection
+from sre_diag.tools.mysql.secrecy import (
+    VISIBLE_COLUMNS_SQL,
+    GrantLine,
+    SecrecyVerdict,
+    SecretClassifier,
+    secrecy_verdict,
+)
 from sre_diag.tools.mysql.session import (
     BASE_TABLES_SQL,
     GROUP_CONCAT_MAX_LEN,
     ISOLATION,
     PASSWORD_CLAUSE,
     SESSION_INIT,
+    QuietCursor,
     QuietStreamingCursor,
     has_public_role,
     multi_statements_off,
     read_schema,
 )
 from sre_diag.tools.mysql.values import cell_bytes
-from sre_diag.tools.redact import is_secret_name, redact
+from sre_diag.tools.redact import redact
 from sre_diag.tools.schemas import MysqlInput
 from sre_diag.tools.sql.columns import Schema
 
@@ -95,6 +105,8 @@ _KILL_TIMEOUT_SECONDS = 0.6
 MIN_STATEMENT_TIMEOUT_SECONDS = 0.01
 # Bytes of cell data read from one result before the adapter stops reading (streamed).
 MAX_RESULT_BYTES = 1024 * 1024
+# Guard decisions kept per adapter, by statement text, for the facts they were made with.
+_PREPARED_CACHE = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +116,7 @@ class _ServerFacts:
     mariadb: bool
     allowed_tables: frozenset[str]
     privileges: GrantVerdict | None
+    secrecy: SecrecyVerdict
     schema: Schema
     grants_digest: str
     read_at: float
@@ -111,7 +124,8 @@ class _ServerFacts:
 
 @dataclass(frozen=True, slots=True)
 class ColumnInfo:
-    """One column of the catalogue: name, SQL type, and whether its values are masked."""
+    """One column of the catalogue: name, SQL type, and whether it is classified secret (its
+    values are never shown: not readable)."""
 
     name: str
     type: str
@@ -140,6 +154,8 @@ class MysqlAdapter:
         connect_timeout_seconds: float = 5.0,
         pool_max: int = 4,
         require_read_only: bool = True,
+        require_column_grants: bool = True,
+        secret_columns: tuple[str, ...] = (),
         verdict_refresh_seconds: float = 300.0,
         max_result_bytes: int = MAX_RESULT_BYTES,
     ) -> None:
@@ -159,9 +175,14 @@ class MysqlAdapter:
         self._connect_timeout = connect_timeout_seconds
         self._pool_max = pool_max
         self._require_read_only = require_read_only
+        self._require_column_grants = require_column_grants
+        self._secret_columns = secret_columns
+        self._classifier = SecretClassifier.from_setting(secret_columns)
         self._verdict_refresh = verdict_refresh_seconds
         self._max_result_bytes = max_result_bytes
         self._single_statement: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._prepared: OrderedDict[str, tuple[float, Prepared | Refused]] = OrderedDict()
+        self._prepared_lock = threading.Lock()
         self._lock = asyncio.Lock()
         self._pool: Any = None
         self._facts: _ServerFacts | None = None
@@ -188,12 +209,6 @@ class MysqlAdapter:
         if self._dsn is None:
             return Failed(AdapterErrorCode.NOT_CONFIGURED)
         dsn = self._dsn
-        if self._configured_tables is not None:
-            # A known allowlist: refuse what the untyped checks refuse before touching the pool.
-            early = await asyncio.to_thread(self._early_guard, call, dsn.database,
-                                            self._configured_tables)  # fmt: skip
-            if early is not None:
-                return early
         try:
             return await self._invoke_connected(call, dsn)
         except PoolUnavailable:
@@ -223,30 +238,32 @@ class MysqlAdapter:
 
     # --- internals --------------------------------------------------------------------------
 
-    def _early_guard(
-        self, call: AdapterCall[MysqlInput], database: str, tables: frozenset[str]
-    ) -> Failed | None:
-        # The guard (sqlglot, ~50 ms to import) loads at the first statement: a run that sends
-        # none never imports it; ``warm`` imports it ahead for a long-lived process.
-        from sre_diag.tools.sql.guard import Refused, check_sql
-
-        decision = check_sql(call.input.sql, database=database, allowed_tables=tables)
-        if isinstance(decision, Refused):
-            self._log_refusal(call, decision)
-            return Failed(AdapterErrorCode.FORBIDDEN_QUERY)
-        return None
-
     def _guard(self, call: AdapterCall[MysqlInput], facts: _ServerFacts) -> Failed | Prepared:
-        """The verified text to send and its masks, or ``FORBIDDEN_QUERY``.
+        """The verified text to send, its masks and post-redaction functions, or
+        ``FORBIDDEN_QUERY``: ONE guard pass (and one parse of the rendering).
 
-        The guard parses with sqlglot (~5 ms, twice): the caller runs this in a thread.
+        The guard (sqlglot, ~50 ms to import) loads at the first statement: a run that sends
+        none never imports it; ``warm`` imports it ahead for a long-lived process. CPU work:
+        the caller runs this in a thread.
         """
         from sre_diag.tools.sql.guard import Prepared, prepare_sql
 
-        decision = prepare_sql(
-            call.input.sql, database=self._database(), allowed_tables=facts.allowed_tables,
-            max_rows=self._max_rows, schema=facts.schema,
-        )  # fmt: skip
+        sql = call.input.sql
+        with self._prepared_lock:
+            cached = self._prepared.get(sql)
+            if cached is not None and cached[0] == facts.read_at:
+                self._prepared.move_to_end(sql)
+        if cached is not None and cached[0] == facts.read_at:
+            decision = cached[1]  # decided with these very facts: the same verdict
+        else:
+            decision = prepare_sql(
+                sql, database=self._database(), allowed_tables=facts.allowed_tables,
+                max_rows=self._max_rows, schema=facts.schema,
+            )  # fmt: skip
+            with self._prepared_lock:
+                self._prepared[sql] = (facts.read_at, decision)
+                while len(self._prepared) > _PREPARED_CACHE:
+                    self._prepared.popitem(last=False)
         if isinstance(decision, Prepared):
             return decision
         self._log_refusal(call, decision)
@@ -289,14 +306,17 @@ class MysqlAdapter:
             return Failed(AdapterErrorCode.INTERNAL)
         truncated = len(rows) > self._max_rows or not complete
         items = await asyncio.to_thread(
-            self._rows.project, columns, rows[: self._max_rows], prepared.masked
+            self._rows.project, columns, rows[: self._max_rows], prepared.masked, prepared.post
         )
         return Ready(items=items, truncated=truncated)
 
     def _refuses(self, facts: _ServerFacts) -> bool:
-        """No statement runs for an account that can do more than read, or whose grants
-        changed since the adapter first read them."""
+        """No statement runs for an account that can do more than read, that can read a column
+        classified secret (with ``require_column_grants``), or whose grants changed since the
+        adapter first read them."""
         if self._verdict_changed:
+            return True
+        if self._require_column_grants and not facts.secrecy.passes:
             return True
         return facts.privileges is not None and not facts.privileges.read_only
 
@@ -307,6 +327,12 @@ class MysqlAdapter:
         For ``check`` and for the log: the adapter executes nothing with an account that can do
         more than read while ``require_read_only`` holds.
         """
+        found = await self.verdicts()
+        return found[0] if found is not None else None
+
+    async def verdicts(self) -> tuple[GrantVerdict | None, SecrecyVerdict] | None:
+        """The read-only verdict (None when not required) and the secrecy verdict, as last
+        read (re-read every ``verdict_refresh_seconds``); None when not configured."""
         if self._dsn is None:
             return None
         pool = await self._ensure_pool(self._dsn)
@@ -318,7 +344,7 @@ class MysqlAdapter:
             raise
         finally:
             pool.release(conn)
-        return facts.privileges
+        return facts.privileges, facts.secrecy
 
     async def probe(self) -> ProbeReport:
         """For ``check``: reachable, server kind, the allowed tables present, and the read-only
@@ -326,30 +352,33 @@ class MysqlAdapter:
         (:mod:`sre_diag.tools.mysql.probe`)."""
         return await probe_mysql(
             self._dsn, self._allowed_entries, require_read_only=self._require_read_only,
-            verdict=self._probe_verdict, seconds=self._connect_timeout,
+            require_column_grants=self._require_column_grants,
+            verdict=self._probe_verdicts, seconds=self._connect_timeout,
         )  # fmt: skip
 
-    async def _probe_verdict(self) -> GrantVerdict | None:
-        """The verdict ``check`` reports: read even when ``require_read_only`` is off (then by a
-        twin that reads the grants, closed after)."""
+    async def _probe_verdicts(self) -> tuple[GrantVerdict | None, SecrecyVerdict] | None:
+        """The verdicts ``check`` reports: the read-only one is read even when
+        ``require_read_only`` is off (then by a twin that reads the grants, closed after)."""
         if self._require_read_only:
-            return await self.read_only_verdict()
+            return await self.verdicts()
         twin = MysqlAdapter(
-            self._raw_dsn, self._allowed_entries, connect_timeout_seconds=self._connect_timeout
-        )
+            self._raw_dsn, self._allowed_entries, connect_timeout_seconds=self._connect_timeout,
+            secret_columns=self._secret_columns,
+        )  # fmt: skip
         try:
-            return await twin.read_only_verdict()
+            return await twin.verdicts()
         finally:
             await twin.aclose()
 
     async def catalogue(self, limit: int) -> list[TableColumns] | None:
-        """The allowed tables the account can see, with their columns and types (secret-looking
-        columns marked), for the tool description; ``None`` when not configured.
+        """The allowed tables the account can see, with their columns and types (columns
+        classified secret marked not readable), for the tool description; ``None`` when not
+        configured.
 
         Read through the same read-only account from ``information_schema.COLUMNS``, restricted
         to the DSN database and the allowed tables (at most ``limit`` columns): names and types
-        only, never a row of data. An account that is not read-only (with ``require_read_only``)
-        gets no catalogue: raises ``PermissionError``; connection or server failures raise.
+        only, never a row of data. An account refused by a verdict gets no catalogue: raises
+        ``PermissionError``; connection or server failures raise.
         """
         if self._dsn is None:
             return None
@@ -359,7 +388,7 @@ class MysqlAdapter:
         try:
             facts = await self._ensure_facts(conn, dsn)
             if self._refuses(facts):
-                raise PermissionError("the account is not read-only")
+                raise PermissionError("the account fails the read-only or the secrecy verdict")
             rows = await self._columns(conn, dsn.database, sorted(facts.allowed_tables), limit)
         except BaseException:
             conn.close()
@@ -370,7 +399,8 @@ class MysqlAdapter:
         for table, column, column_type in rows:
             name = str(column)
             tables.setdefault(str(table), []).append(
-                ColumnInfo(name, str(column_type), masked=is_secret_name(name))
+                ColumnInfo(name, str(column_type), masked=self._classifier.is_secret(
+                    str(table), name))
             )
         return [TableColumns(table, tuple(columns)) for table, columns in tables.items()]
 
@@ -445,7 +475,7 @@ class MysqlAdapter:
             if old is not None and clock.monotonic() - old.read_at < self._verdict_refresh:
                 return old
             async with asyncio.timeout(self._statement_timeout + _CLIENT_GRACE_SECONDS):
-                async with conn.cursor() as cur:
+                async with conn.cursor(QuietCursor) as cur:
                     facts = await self._read_facts(cur, dsn)
             self._facts = facts
             self._log_facts(old, facts, dsn)
@@ -455,18 +485,28 @@ class MysqlAdapter:
         await cur.execute("SELECT VERSION()")
         version = str((await cur.fetchone())[0])
         mariadb = "mariadb" in version.lower()
-        privileges, digest = None, ""
-        if self._require_read_only:
-            privileges, digest = await self._privileges(cur, has_public_role(version))
+        lines: list[GrantLine] = []
+        verdict, digest = await self._privileges(cur, has_public_role(version), lines)
+        privileges, digest = (verdict, digest) if self._require_read_only else (None, "")
+        secrecy = await self._secrecy(cur, lines)
         tables = self._configured_tables
         if tables is None:
             await cur.execute(BASE_TABLES_SQL, (dsn.database,))
             tables = frozenset(str(row[0]) for row in await cur.fetchall())
-        schema = await read_schema(cur, dsn.database, tables)
+        schema = await read_schema(cur, dsn.database, tables, self._classifier)
         return _ServerFacts(
-            mariadb=mariadb, allowed_tables=tables, privileges=privileges, schema=schema,
-            grants_digest=digest, read_at=clock.monotonic(),
+            mariadb=mariadb, allowed_tables=tables, privileges=privileges, secrecy=secrecy,
+            schema=schema, grants_digest=digest, read_at=clock.monotonic(),
         )  # fmt: skip
+
+    async def _secrecy(self, cur: Any, lines: list[GrantLine]) -> SecrecyVerdict:
+        """Which columns classified secret the session can read (:mod:`.secrecy`)."""
+        await cur.execute("SELECT CURRENT_USER()")
+        user, _, host = str((await cur.fetchone())[0]).rpartition("@")
+        await cur.execute(VISIBLE_COLUMNS_SQL)
+        visible = [(str(a), str(b), str(c)) for a, b, c in await cur.fetchall()]
+        account = f"'{user}'@'{host}'"
+        return secrecy_verdict(visible, lines, self._classifier, account=account)
 
     def _log_facts(self, old: _ServerFacts | None, facts: _ServerFacts, dsn: MysqlDsn) -> None:
         privileges = facts.privileges
@@ -484,13 +524,32 @@ class MysqlAdapter:
                 " only, or set DIAG_MYSQL_REQUIRE_READ_ONLY=false (guard tests only)",
                 dsn.user, privileges.reason,
             )  # fmt: skip
+        elif old is None and not facts.secrecy.passes:
+            self._log_secrecy(facts.secrecy, dsn)
         elif old is None:
             logger.info("query_mysql: %d allowed tables", len(facts.allowed_tables))
 
+    def _log_secrecy(self, secrecy: SecrecyVerdict, dsn: MysqlDsn) -> None:
+        names = ", ".join(str(column) for column in secrecy.readable[:8]) or secrecy.reason
+        if self._require_column_grants:
+            logger.error(
+                "query_mysql disabled: the account %s can read columns classified secret (%s);"
+                " grant SELECT on the other columns only (`sre-diag check` prints the"
+                " statements), or set DIAG_MYSQL_REQUIRE_COLUMN_GRANTS=false", dsn.user, names,
+            )  # fmt: skip
+        else:
+            logger.warning(
+                "query_mysql: the account %s can read columns classified secret (%s); they are"
+                " masked as a best-effort layer (DIAG_MYSQL_REQUIRE_COLUMN_GRANTS=false)",
+                dsn.user, names,
+            )  # fmt: skip
+
     @staticmethod
-    async def _privileges(cur: Any, include_public: bool) -> tuple[GrantVerdict, str]:
+    async def _privileges(
+        cur: Any, include_public: bool, collected: list[GrantLine]
+    ) -> tuple[GrantVerdict, str]:
         """The verdict over the account, its roles and (MariaDB 10.11+) ``PUBLIC``, and a
-        digest of every grant line read (passwords left out)."""
+        digest of every grant line read (passwords left out); the lines go to ``collected``."""
         seen: list[str] = []
 
         async def show_grants(role: str | None) -> list[str]:
@@ -499,6 +558,7 @@ class MysqlAdapter:
             )
             lines = [str(row[0]) for row in await cur.fetchall()]
             seen.extend(f"{role}\t{PASSWORD_CLAUSE.sub('', line)}" for line in lines)
+            collected.extend(GrantLine(role, line) for line in lines)
             return lines
 
         verdict = await effective_grants_verdict(show_grants, include_public=include_public)

@@ -19,7 +19,7 @@ _UNAVAILABLE_ERRORS = frozenset(
 _FORBIDDEN_ERRORS = frozenset({1044, 1142, 1143, 1227, 1370, 1792})
 _INVALID_INPUT_ERRORS = frozenset(
     {1052, 1054, 1055, 1060, 1064, 1066, 1111, 1140, 1146, 1222, 1241, 1242, 1248, 1305,
-     1582, 1583, 1630}
+     1582, 1583, 1630, 4015, 4074}  # 4015, 4074: a window function where none may be
 )  # fmt: skip
 
 

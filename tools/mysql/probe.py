@@ -15,15 +15,16 @@ from typing import Any
 
 import aiomysql
 
-from sre_diag.tools.base import ProbeReport
+from sre_diag.tools.base import ProbeReport, ProbeStatus
 from sre_diag.tools.mysql.codes import MEANINGS, error_number
 from sre_diag.tools.mysql.dsn import MysqlDsn
 from sre_diag.tools.mysql.privileges import GrantVerdict
+from sre_diag.tools.mysql.secrecy import SecrecyVerdict
 from sre_diag.tools.probing import CONNECT_SECONDS, failed, listed, ok, os_reason, unset
 
 __all__ = ["connect", "failure_reason", "probe_mysql", "server_facts", "server_kind"]
 
-VerdictReader = Callable[[], Awaitable[GrantVerdict | None]]
+VerdictReader = Callable[[], Awaitable[tuple[GrantVerdict | None, SecrecyVerdict] | None]]
 
 
 def failure_reason(exc: BaseException, seconds: float = CONNECT_SECONDS) -> str:
@@ -81,9 +82,11 @@ async def probe_mysql(
     *,
     require_read_only: bool,
     verdict: VerdictReader,
+    require_column_grants: bool = True,
     seconds: float = CONNECT_SECONDS,
 ) -> ProbeReport:
-    """Reachable, server kind, allowed tables present, read-only verdict (read by ``verdict``)."""
+    """Reachable, server kind, allowed tables present, the read-only and the secrecy verdicts
+    (read by ``verdict``)."""
     if dsn is None:
         return unset("DIAG_MYSQL_DSN unset: query_mysql answers NOT_CONFIGURED")
     where = f"{dsn.user}@{dsn.host}:{dsn.port}/{dsn.database}"
@@ -101,7 +104,34 @@ async def probe_mysql(
         found = await verdict()
     except Exception as exc:
         return failed(f"{head}; grants unreadable: {failure_reason(exc, seconds)}", **facts)
-    return _verdict_report(head, facts, found, require_read_only)
+    grants, secrecy = found if found is not None else (None, None)
+    report = _verdict_report(head, facts, grants, require_read_only)
+    if secrecy is None or report.status is not ProbeStatus.OK:
+        return report
+    return _secrecy_report(report.detail, facts, secrecy, require_column_grants)
+
+
+def _secrecy_report(
+    head: str, facts: dict[str, Any], secrecy: SecrecyVerdict, required: bool
+) -> ProbeReport:
+    """``secret columns: not readable``, or each readable one and the statements that fix it."""
+    facts["secret_columns_readable"] = [str(column) for column in secrecy.readable]
+    facts["secret_column_fixes"] = list(secrecy.fixes)
+    if secrecy.passes:
+        return ok(f"{head}; secret columns: not readable", **facts)
+    named = listed([str(column) for column in secrecy.readable]) or secrecy.reason
+    if required:
+        return failed(
+            f"{head}; secret columns READABLE: {named}: query_mysql executes nothing until the"
+            " account is granted SELECT on the other columns only (statements below)",
+            **facts,
+        )
+    facts["warning"] = "secret columns are masked as a best-effort layer"
+    return ok(
+        f"{head}; secret columns READABLE: {named}: masked as a best-effort layer only"
+        " (DIAG_MYSQL_REQUIRE_COLUMN_GRANTS=false)",
+        **facts,
+    )
 
 
 def _verdict_report(

@@ -14,6 +14,7 @@ from sre_diag.tools.mysql.values import to_json_scalar, unique_names, without_la
 from sre_diag.tools.redact import redact
 from sre_diag.tools.schemas import JsonScalar, MysqlRow
 from sre_diag.tools.sql.columns import CAP_CHARS
+from sre_diag.tools.sql.post import PostOp, apply_post
 
 __all__ = ["MASK", "TRUNCATION_MARK", "RowProjection"]
 
@@ -28,30 +29,36 @@ class RowProjection:
         self.max_cell_chars = max_cell_chars
 
     def project(
-        self, columns: list[str], rows: Sequence[Sequence[Any]], masked: tuple[bool, ...]
+        self,
+        columns: list[str],
+        rows: Sequence[Sequence[Any]],
+        masked: tuple[bool, ...],
+        post: tuple[PostOp | None, ...] = (),
     ) -> list[MysqlRow]:
-        """Cells by position: a masked position is ``***`` whatever label the server gave it.
+        """Cells by position: a masked position is ``***`` whatever label the server gave it;
+        a position with a post-redaction function gets it applied to the redacted text.
 
         CPU work (redaction of every cell): runs in a worker thread.
         """
         names = unique_names(columns)
+        ops = post or tuple(None for _ in masked)
         return [
             MysqlRow(
                 cells={
-                    name: MASK if hidden else self._cell(value)
-                    for name, hidden, value in zip(names, masked, row, strict=True)
+                    name: MASK if hidden else self._cell(value, op)
+                    for name, hidden, value, op in zip(names, masked, row, ops, strict=True)
                 }
             )
             for row in rows
         ]
 
-    def _cell(self, value: object) -> JsonScalar:
+    def _cell(self, value: object, op: PostOp | None = None) -> JsonScalar:
         scalar = to_json_scalar(value)
         if isinstance(scalar, str):
-            return self._bounded_text(scalar)
+            return self._bounded_text(scalar, op)
         return scalar
 
-    def _bounded_text(self, text: str) -> str:
+    def _bounded_text(self, text: str, op: PostOp | None = None) -> str:
         """Redact, then cut to ``max_cell_chars`` with a visible mark.
 
         The text is pre-cut with headroom first so that redaction never scans megabytes, and
@@ -71,6 +78,10 @@ class RowProjection:
         if server_cut:
             head = without_last_token(head)
         cleaned = redact(head)
+        if op is not None:
+            cleaned = apply_post(op, cleaned)
+            if len(cleaned) <= limit and not server_cut and len(text) <= window:
+                return cleaned
         if server_cut or len(cleaned) > limit or len(text) > window:
             return cleaned[:limit] + TRUNCATION_MARK
         return cleaned

@@ -16,6 +16,7 @@ import aiomysql
 from pymysql.constants import COMMAND
 
 from sre_diag.tools._compat import read_packet, send_command
+from sre_diag.tools.mysql.secrecy import SecretClassifier
 from sre_diag.tools.sql.columns import ColumnShape, Schema, column_shape
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "ISOLATION",
     "PASSWORD_CLAUSE",
     "SESSION_INIT",
+    "QuietCursor",
     "QuietStreamingCursor",
     "has_public_role",
     "multi_statements_off",
@@ -56,8 +58,16 @@ _SCHEMA_SQL = (
 PASSWORD_CLAUSE = re.compile(r" IDENTIFIED (?:BY|VIA|WITH) .*?(?= WITH |$)")
 BASE_TABLES_SQL = (
     "SELECT TABLE_NAME FROM information_schema.TABLES"
-    " WHERE TABLE_SCHEMA = %s AND TABLE_TYPE = 'BASE TABLE'"
+    " WHERE TABLE_SCHEMA = %s AND TABLE_TYPE IN ('BASE TABLE', 'VIEW')"
 )
+
+
+class QuietCursor(aiomysql.Cursor):  # type: ignore[misc]  # aiomysql is untyped
+    """A buffered cursor that does not run ``SHOW WARNINGS`` after a statement (the facts read:
+    ``information_schema`` warns about views whose routines the account may not run)."""
+
+    async def _show_warnings(self, conn: Any) -> None:
+        return None
 
 
 class QuietStreamingCursor(aiomysql.SSCursor):  # type: ignore[misc]  # aiomysql is untyped
@@ -84,8 +94,11 @@ def has_public_role(version: str) -> bool:
     return (major, minor) >= (10, 11)
 
 
-async def read_schema(cur: Any, database: str, tables: frozenset[str]) -> Schema:
-    """Column kinds and byte lengths of the allowed tables, for the guard's typed pass."""
+async def read_schema(
+    cur: Any, database: str, tables: frozenset[str], classifier: SecretClassifier
+) -> Schema:
+    """Column kinds, byte lengths and secrecy of the allowed tables' columns the account can
+    see, for the guard's typed pass."""
     if not tables:
         return {}
     ordered = sorted(tables)
@@ -94,7 +107,10 @@ async def read_schema(cur: Any, database: str, tables: frozenset[str]) -> Schema
     schema: dict[str, list[ColumnShape]] = {}
     for table, column, data_type, octets in await cur.fetchall():
         length = int(octets) if octets is not None else None
-        schema.setdefault(str(table), []).append(column_shape(str(column), str(data_type), length))
+        secret = classifier.is_secret(str(table), str(column))
+        schema.setdefault(str(table), []).append(
+            column_shape(str(column), str(data_type), length, secret=secret)
+        )
     return {table: tuple(columns) for table, columns in schema.items()}
 
 

@@ -45,11 +45,13 @@ class ValueKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ColumnShape:
-    """One column of an allowed table: its name, kind and largest value in bytes."""
+    """One column of an allowed table: its name, kind, largest value in bytes, and whether it
+    is classified secret (by its schema name or ``DIAG_MYSQL_SECRET_COLUMNS``)."""
 
     name: str
     kind: ValueKind
     max_bytes: int
+    secret: bool = False
 
 
 Schema = Mapping[str, tuple[ColumnShape, ...]]
@@ -65,13 +67,15 @@ _NUMBER_TYPES = frozenset({
 })  # fmt: skip
 
 
-def column_shape(name: str, data_type: str, octet_length: int | None) -> ColumnShape:
+def column_shape(
+    name: str, data_type: str, octet_length: int | None, *, secret: bool = False
+) -> ColumnShape:
     """The shape of a column from ``information_schema.COLUMNS`` (unknown types are text)."""
     kind_name = data_type.strip().lower()
     if kind_name in _NUMBER_TYPES:
-        return ColumnShape(name, ValueKind.NUMBER, NUMBER_BYTES)
+        return ColumnShape(name, ValueKind.NUMBER, NUMBER_BYTES, secret)
     if kind_name in _TEMPORAL_TYPES:
-        return ColumnShape(name, ValueKind.TEMPORAL, TEMPORAL_BYTES)
+        return ColumnShape(name, ValueKind.TEMPORAL, TEMPORAL_BYTES, secret)
     size = octet_length if octet_length is not None and octet_length > 0 else 2**32
     kind = ValueKind.LABEL if kind_name in {"enum", "set"} else ValueKind.TEXT
-    return ColumnShape(name, kind, size)
+    return ColumnShape(name, kind, size, secret)

@@ -49,20 +49,17 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokenizer_core import Token, TokenType
 
 from sre_diag.tools.errors import LexRefusal
-from sre_diag.tools.sql.bounds import (
-    TEXT_EXTRACTION,
-    TOO_LARGE,
-    BoundViolation,
-    Schema,
-    check_shapes,
-)
+from sre_diag.tools.sql.bounds import BoundViolation, Schema, check_shapes
 from sre_diag.tools.sql.lexer import LexKind, scan_raw, scan_rendered
+from sre_diag.tools.sql.lift import lift_text_functions
+from sre_diag.tools.sql.post import PostOp
 from sre_diag.tools.sql.refusal import Allowed, GuardDecision, Refusal, RefusalReason, Refused
 from sre_diag.tools.sql.stars import cap_wide_projections, expand_stars, projection_masks
 from sre_diag.tools.sql.walk import (
     MAX_LIKE_WILDCARDS,
     MAX_TYPE_PARAMETER,
     SYSTEM_SCHEMAS,
+    SecretNames,
     TreeChecker,
     check_secret_positions,
     is_secret_column,
@@ -115,18 +112,11 @@ def check_sql(
     expression and refuses extraction from text columns; without it only the untyped checks run.
     """
     try:
-        tree = _parse_single_query(sql)
-        TreeChecker(database=database, allowed_tables=allowed_tables).check(tree)
-        if schema is not None:
-            expand_stars(tree, schema)
-            cap_wide_projections(tree, schema)
-            check_shapes(tree, schema)
-        check_secret_positions(tree)
+        tree, _ = _checked(sql, database, allowed_tables, schema)
     except Refusal as refusal:
         return Refused(refusal.reason, refusal.detail)
     except BoundViolation as violation:
-        return Refused(_BOUND_REASONS.get(violation.reason, RefusalReason.UNSUPPORTED_SYNTAX),
-                       violation.detail)  # fmt: skip
+        return Refused(violation.reason, violation.detail)
     except RecursionError:
         return Refused(RefusalReason.TOO_COMPLEX, "recursion")
     except Exception as error:  # a parser/generator surprise is a refusal, never a crash
@@ -134,15 +124,41 @@ def check_sql(
     return Allowed(tree)
 
 
-_BOUND_REASONS = {
-    TEXT_EXTRACTION: RefusalReason.TEXT_EXTRACTION,
-    TOO_LARGE: RefusalReason.EXPRESSION_TOO_LARGE,
-}
+def _checked(
+    sql: str, database: str, allowed_tables: frozenset[str], schema: Schema | None
+) -> tuple[exp.Query, tuple[PostOp | None, ...]]:
+    """The one guard pass: parse, allowlists, star expansion, lifted text functions, typed
+    pass, secret positions; raises :class:`Refusal` or :class:`BoundViolation`."""
+    secret = secret_names(schema)
+    tree = _parse_single_query(sql)
+    TreeChecker(database=database, allowed_tables=allowed_tables, secret=secret).check(tree)
+    post: tuple[PostOp | None, ...] = ()
+    if schema is not None:
+        expand_stars(tree, schema, secret)
+        post = lift_text_functions(tree, schema)
+        cap_wide_projections(tree, schema, secret)
+        check_shapes(tree, schema)
+    check_secret_positions(tree, secret)
+    return tree, post
+
+
+def secret_names(schema: Schema | None) -> SecretNames:
+    """The secret column names of ``schema`` (case-folded) beside the name classifier."""
+    if schema is None:
+        return SecretNames()
+    return SecretNames(frozenset(
+        column.name.casefold()
+        for columns in schema.values()
+        for column in columns
+        if column.secret or is_secret_column(column.name)
+    ))  # fmt: skip
+
 
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """The exact text to send, and which output positions the adapter must mask.
+    """The exact text to send, which output positions the adapter must mask, and the text
+    functions it applies after redaction (:mod:`sre_diag.tools.sql.post`).
 
     ``masked[i]`` is true when the i-th column of the result is a secret-looking column (the
     guard proved it can only be there, bare, in the outermost SELECT); the adapter masks by this
@@ -151,6 +167,7 @@ class Prepared:
 
     text: str
     masked: tuple[bool, ...]
+    post: tuple[PostOp | None, ...] = ()
 
 
 def prepare_sql(
@@ -163,35 +180,45 @@ def prepare_sql(
 ) -> Prepared | Refused:
     """Everything between the model's text and the bytes the server receives; never raises.
 
-    1. :func:`check_sql` on the model's text (lexical pre-scan, parse, allowlists, typed pass);
+    1. ONE guard pass over the model's text (lexical pre-scan, parse, allowlists, typed pass);
     2. render the checked tree with the row cap (:func:`limit_rows`);
-    3. verify the rendering with the conservative lexer (:mod:`sre_diag.tools.sql.lexer`) and check
-       that
-       it holds exactly as many quoted names and string literals as the tree — so nothing was
+    3. verify the rendering with the conservative lexer (:mod:`sre_diag.tools.sql.lexer`): it
+       holds exactly as many quoted names and string literals as the tree — so nothing was
        pasted raw into the text;
-    4. parse the rendering again: it must pass the guard and render to the same text (a fixed
-       point), so what the server parses is what was checked; the masks come from that tree.
+    4. parse the rendering again: it must render to the same text (a fixed point), so the
+       text the server parses is the one the checked tree stands for; the masks and the
+       post-redaction functions come from the checked tree.
     """
-    decision = check_sql(sql, database=database, allowed_tables=allowed_tables, schema=schema)
-    if isinstance(decision, Refused):
-        return decision
     try:
-        limited = _with_limit(decision.expression, max_rows)
+        tree, post = _checked(sql, database, allowed_tables, schema)
+        limited = _with_limit(tree, max_rows, copy=False)  # the checked tree is ours alone
         text = _render(limited)
         _verify_rendering(limited, text)
-        again = check_sql(text, database=database, allowed_tables=allowed_tables, schema=schema)
-        if isinstance(again, Refused):
-            return Refused(RefusalReason.RENDER_MISMATCH, f"re-check: {again.reason}")
-        if limit_rows(again.expression, max_rows) != text:
-            return Refused(RefusalReason.RENDER_MISMATCH, "rendering is not a fixed point")
-        masked = projection_masks(again.expression)
+        _check_fixed_point(text)
+        masked = projection_masks(limited, secret_names(schema))
     except Refusal as refusal:
         return Refused(refusal.reason, refusal.detail)
+    except BoundViolation as violation:
+        return Refused(violation.reason, violation.detail)
     except RecursionError:
         return Refused(RefusalReason.TOO_COMPLEX, "recursion")
     except Exception as error:
         return Refused(RefusalReason.UNSUPPORTED_SYNTAX, type(error).__name__)
-    return Prepared(text, masked)
+    return Prepared(text, masked, post or tuple(None for _ in masked))
+
+
+def _check_fixed_point(text: str) -> None:
+    """The rendering parses back to a tree that renders to the very same text."""
+    try:
+        again = sqlglot.parse(text, read=DIALECT)
+    except SqlglotError:
+        raise Refusal(RefusalReason.RENDER_MISMATCH, "rendering does not parse") from None
+    if len(again) != 1 or again[0] is None or _render_any(again[0]) != text:
+        raise Refusal(RefusalReason.RENDER_MISMATCH, "rendering is not a fixed point")
+
+
+def _render_any(tree: exp.Expr) -> str:
+    return tree.sql(dialect=DIALECT, comments=False, identify=True)
 
 
 def limit_rows(expression: exp.Query, max_rows: int) -> str:
@@ -204,11 +231,11 @@ def limit_rows(expression: exp.Query, max_rows: int) -> str:
     return _render(_with_limit(expression, max_rows))
 
 
-def _with_limit(expression: exp.Query, max_rows: int) -> exp.Query:
+def _with_limit(expression: exp.Query, max_rows: int, *, copy: bool = True) -> exp.Query:
     if max_rows < 0:
         raise ValueError("max_rows must be >= 0")
     cap = max_rows + 1
-    limited = expression.copy()
+    limited = expression.copy() if copy else expression
     current = limited.args.get("limit")
     if not (isinstance(current, exp.Limit) and _literal_int(current.expression, cap)):
         limited = limited.limit(cap, copy=False)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from sre_diag.tools.redact import is_secret_name
 from sre_diag.tools.sql.bounds import (
     CAP_BYTES,
     CAP_CHARS,
@@ -20,12 +19,14 @@ from sre_diag.tools.sql.bounds import (
     Schema,
     ValueKind,
 )
+from sre_diag.tools.sql.walk import NO_SCHEMA_SECRETS, SecretNames
 
 __all__ = ["cap_wide_projections", "expand_stars", "projection_masks"]
 
 
-def expand_stars(root: exp.Query, schema: Schema) -> None:
-    """Replace ``*`` / ``t.*`` in the outermost SELECT by the schema's columns, in table order.
+def expand_stars(root: exp.Query, schema: Schema, secret: SecretNames = NO_SCHEMA_SECRETS) -> None:
+    """Replace ``*`` / ``t.*`` in the outermost SELECT by the schema's readable columns (those
+    not classified secret), in table order.
 
     Only base tables can be expanded (a CTE or derived table has no schema here), and not over
     ``JOIN … USING`` (the server merges those columns): anything else is :data:`UNEXPANDABLE`.
@@ -35,15 +36,17 @@ def expand_stars(root: exp.Query, schema: Schema) -> None:
     projections: list[exp.Expr] = []
     for projection in root.expressions:
         if isinstance(projection, exp.Star):
-            projections.extend(_expand(root, schema, None))
+            projections.extend(_expand(root, schema, None, secret))
         elif isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star):
-            projections.extend(_expand(root, schema, projection.table))
+            projections.extend(_expand(root, schema, projection.table, secret))
         else:
             projections.append(projection)
     root.set("expressions", projections)
 
 
-def cap_wide_projections(root: exp.Query, schema: Schema) -> None:
+def cap_wide_projections(
+    root: exp.Query, schema: Schema, secret: SecretNames = NO_SCHEMA_SECRETS
+) -> None:
     """Send a bare outermost projection of a wide, non-secret text column as
     ``LEFT(col, CAP_CHARS) AS <its name>`` (a ``MEDIUMTEXT`` note stays selectable)."""
     if not isinstance(root, exp.Select):
@@ -53,7 +56,7 @@ def cap_wide_projections(root: exp.Query, schema: Schema) -> None:
         inner = projection.this if isinstance(projection, exp.Alias) else projection
         if not isinstance(inner, exp.Column) or isinstance(inner.this, exp.Star):
             continue
-        if inner.name.casefold() not in wide or is_secret_name(inner.name):
+        if inner.name.casefold() not in wide or secret(inner.name):
             continue
         capped = exp.Left(this=inner.copy(), expression=exp.Literal.number(CAP_CHARS))
         alias = projection.alias if isinstance(projection, exp.Alias) else inner.name
@@ -83,7 +86,9 @@ def _sources(select: exp.Select) -> list[exp.Expr]:
     return sources
 
 
-def _expand(select: exp.Select, schema: Schema, qualifier: str | None) -> list[exp.Expr]:
+def _expand(
+    select: exp.Select, schema: Schema, qualifier: str | None, secret: SecretNames
+) -> list[exp.Expr]:
     columns: list[exp.Expr] = []
     for source in _sources(select):
         name = source.alias_or_name
@@ -95,6 +100,7 @@ def _expand(select: exp.Select, schema: Schema, qualifier: str | None) -> list[e
                 table=exp.Identifier(this=name, quoted=True),
             )
             for column in _source_columns(select, source, schema)
+            if not secret(column)
         )
     if not columns:
         raise BoundViolation(UNEXPANDABLE, "* names no table")
@@ -138,7 +144,9 @@ def _output_names(query: exp.Expr) -> list[str]:
     return names
 
 
-def projection_masks(root: exp.Query) -> tuple[bool, ...]:
+def projection_masks(
+    root: exp.Query, secret: SecretNames = NO_SCHEMA_SECRETS
+) -> tuple[bool, ...]:
     """Per output position: is it a (possibly aliased) secret-looking column?
 
     The guard has proved that a secret column can only appear there, bare, in the outermost
@@ -152,6 +160,6 @@ def projection_masks(root: exp.Query) -> tuple[bool, ...]:
     masks: list[bool] = []
     for projection in select.expressions:
         inner = projection.this if isinstance(projection, exp.Alias) else projection
-        secret = isinstance(inner, exp.Column) and is_secret_name(inner.name)
-        masks.append(secret and root is select)
+        masked = isinstance(inner, exp.Column) and secret(inner.name)
+        masks.append(masked and root is select)
     return tuple(masks)

@@ -11,6 +11,7 @@ and ``DISTINCT`` rows that would compare a projected secret column without namin
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from sqlglot import exp
 
@@ -21,7 +22,9 @@ from sre_diag.tools.sql.refusal import Refusal, RefusalReason
 __all__ = [
     "MAX_LIKE_WILDCARDS",
     "MAX_TYPE_PARAMETER",
+    "NO_SCHEMA_SECRETS",
     "SYSTEM_SCHEMAS",
+    "SecretNames",
     "TreeChecker",
     "check_secret_positions",
     "is_secret_column",
@@ -76,9 +79,29 @@ _ALLOWED_ANONYMOUS_FUNCTIONS = frozenset(
     }
 )  # fmt: skip
 
-# --- secret-looking names ----------------------------------------------------------------------
-# One detector for the whole project (sre_diag.tools.redact); kept under its old name for callers.
+# --- secret columns ---------------------------------------------------------------------------
+# One name detector for the whole project (sre_diag.tools.redact); kept under its old name.
 is_secret_column = is_secret_name
+
+
+@dataclass(frozen=True, slots=True)
+class SecretNames:
+    """Which column names the guard treats as secret, as the server resolves them.
+
+    MariaDB resolves column names case-insensitively, so a name is judged case-folded as well as
+    spelled (``user_pIn`` is ``user_pin``), and against the schema: every column of the
+    statement's schema classified secret (by its own spelling, ``userPin``, or by
+    ``DIAG_MYSQL_SECRET_COLUMNS``) makes its case-folded name secret wherever it is referenced.
+    """
+
+    schema: frozenset[str] = frozenset()
+
+    def __call__(self, name: str) -> bool:
+        folded = name.casefold()
+        return folded in self.schema or is_secret_name(name) or is_secret_name(folded)
+
+
+NO_SCHEMA_SECRETS = SecretNames()
 
 
 _QUERY_NODES = (exp.Select, exp.SetOperation, exp.Subquery)
@@ -118,8 +141,15 @@ _NODE_REFUSALS: tuple[tuple[tuple[type[exp.Expr], ...], RefusalReason], ...] = (
 class TreeChecker:
     """One walk over the parsed tree; raises :class:`Refusal` at the first violation."""
 
-    def __init__(self, *, database: str, allowed_tables: frozenset[str]) -> None:
+    def __init__(
+        self,
+        *,
+        database: str,
+        allowed_tables: frozenset[str],
+        secret: SecretNames = NO_SCHEMA_SECRETS,
+    ) -> None:
         self._database = database
+        self._secret = secret
         self._allowed = allowed_tables
         self._root: exp.Expr | None = None
         if database.casefold() in SYSTEM_SCHEMAS:
@@ -164,7 +194,7 @@ class TreeChecker:
         if join.args.get("method") or join.args.get("natural"):
             raise Refusal(RefusalReason.UNSUPPORTED_SYNTAX, "NATURAL join")
         for name in join.args.get("using") or []:
-            if is_secret_name(name.name if isinstance(name, exp.Expr) else str(name)):
+            if self._secret(name.name if isinstance(name, exp.Expr) else str(name)):
                 raise Refusal(RefusalReason.SECRET_COLUMN, "JOIN USING a secret column")
 
     def _check_column(self, column: exp.Column) -> None:
@@ -173,7 +203,9 @@ class TreeChecker:
         db = column.args.get("db")
         if isinstance(db, exp.Identifier):
             self._check_database(db)
-        if is_secret_column(column.name) and not _bare_secret_projection(column, self._root):
+        if self._secret(column.name) and not _bare_secret_projection(
+            column, self._root, self._secret
+        ):
             raise Refusal(RefusalReason.SECRET_COLUMN, column.name)
 
     def _check_database(self, db: exp.Identifier) -> None:
@@ -210,7 +242,7 @@ class TreeChecker:
         raise Refusal(RefusalReason.TABLE_NOT_ALLOWED, name)
 
 
-def check_secret_positions(tree: exp.Query) -> None:
+def check_secret_positions(tree: exp.Query, secret: SecretNames = NO_SCHEMA_SECRETS) -> None:
     """Where a projected secret could still be compared or sorted without being named.
 
     ``ORDER BY 2`` / ``GROUP BY 2`` pointing at a secret projection sort or group by it;
@@ -219,13 +251,13 @@ def check_secret_positions(tree: exp.Query) -> None:
     """
     for select in tree.find_all(exp.Select):
         projections = select.expressions
-        secret = [_is_secret_projection(p) for p in projections]
-        if any(secret) and select.args.get("distinct"):
+        marks = [_is_secret_projection(p, secret) for p in projections]
+        if any(marks) and select.args.get("distinct"):
             raise Refusal(RefusalReason.SECRET_COLUMN, "DISTINCT over a secret column")
         for clause in ("order", "group"):
             holder = select.args.get(clause)
             if isinstance(holder, exp.Expr):
-                _check_ordinals(holder, projections, secret)
+                _check_ordinals(holder, projections, marks)
     for operation in tree.find_all(exp.SetOperation):
         order = operation.args.get("order")
         if isinstance(order, exp.Order):
@@ -234,14 +266,15 @@ def check_secret_positions(tree: exp.Query) -> None:
                 left = left.this
             if isinstance(left, exp.Select):
                 projections = left.expressions
-                _check_ordinals(order, projections, [_is_secret_projection(p) for p in projections])
+                marks = [_is_secret_projection(p, secret) for p in projections]
+                _check_ordinals(order, projections, marks)
 
 
-def _is_secret_projection(node: exp.Expr) -> bool:
+def _is_secret_projection(node: exp.Expr, secret: SecretNames) -> bool:
     inner = node.this if isinstance(node, exp.Alias) else node
     if isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star):
         return False
-    return isinstance(inner, exp.Column) and is_secret_name(inner.name)
+    return isinstance(inner, exp.Column) and secret(inner.name)
 
 
 def _check_ordinals(holder: exp.Expr, projections: list[exp.Expr], secret: list[bool]) -> None:
@@ -364,7 +397,9 @@ def _projecting_select(node: exp.Expr) -> exp.Expr | None:
     return holder.parent
 
 
-def _bare_secret_projection(column: exp.Column, root: exp.Expr | None) -> bool:
+def _bare_secret_projection(
+    column: exp.Column, root: exp.Expr | None, secret: SecretNames
+) -> bool:
     """True for ``SELECT api_key`` / ``SELECT t.api_key AS api_key2`` in the OUTERMOST SELECT.
 
     Anywhere else (a scalar subquery, a CTE, a derived table, a ``UNION`` branch) the value
@@ -373,7 +408,7 @@ def _bare_secret_projection(column: exp.Column, root: exp.Expr | None) -> bool:
     holder: exp.Expr = column
     parent = column.parent
     if isinstance(parent, exp.Alias):
-        if not is_secret_column(parent.alias):
+        if not secret(parent.alias):
             return False
         holder, parent = parent, parent.parent
     if not isinstance(parent, exp.Select) or holder.arg_key != "expressions":

@@ -103,7 +103,17 @@ class ThrowawayDatabase:
                 cur.execute(statement)
             secret = conn.escape(self.password)
             cur.execute(f"CREATE USER {account} IDENTIFIED BY {secret}")
-            cur.execute(f"GRANT SELECT ON `{self.database}`.* TO {account}")
+            # Column-level grants of the non-secret columns, as setup-mysql gives them: the
+            # secrecy verdict of query_mysql passes for any case schema.
+            from sre_diag.commands.setup_mysql import column_grants, table_columns
+            from sre_diag.tools.mysql.secrecy import SecretClassifier
+
+            columns = table_columns(cur, self.database)
+            grants, _ = column_grants(
+                self.database, columns, sorted(columns), SecretClassifier(), account
+            )
+            for grant in grants:
+                cur.execute(grant)
 
     def _drop(self) -> None:
         with self._connect() as conn, conn.cursor() as cur:
