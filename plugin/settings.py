@@ -174,6 +174,9 @@ class Settings(BaseSettings):
     one pointer message instead of a run."""
     grafana_org_id: int = Field(default=1, ge=1, validation_alias="DIAG_GRAFANA_ORG_ID")
     """The Grafana organisation the Explore links open in."""
+    redact_emails: bool = Field(default=True, validation_alias="DIAG_REDACT_EMAILS")
+    """E-mail addresses in evidence are masked like secrets before the model, the audit or Slack
+    see them; ``false`` keeps them."""
     grafana_url: str | None = Field(default=None, validation_alias="DIAG_GRAFANA_URL")
     grafana_loki_uid: str | None = Field(
         default=None,

@@ -10,6 +10,7 @@ from typing import Any
 from sre_diag.audit import AuditTrail, build_audit_sink
 from sre_diag.harness.run import Harness
 from sre_diag.settings import Settings
+from sre_diag.tools import redact as redaction
 from sre_diag.tools.base import EvidenceAdapter, ToolName
 from sre_diag.tools.knowledge import KnowledgeAdapter
 from sre_diag.tools.logs import LogsAdapter, build_log_source
@@ -38,6 +39,7 @@ def build_adapters(settings: Settings) -> dict[ToolName, EvidenceAdapter[Any]]:
     ``DIAG_LOGS_SOURCE`` yields ``NOT_CONFIGURED`` answers from that tool: nothing falls back to
     the bundled demo data (only ``demo`` and ``eval`` point at it, explicitly)."""
     dsn = settings.mysql_dsn.get_secret_value() if settings.mysql_dsn is not None else None
+    redaction.configure(emails=settings.redact_emails)
     return {
         ToolName.LOOKUP_KNOWLEDGE: KnowledgeAdapter(
             settings.knowledge_dir,

@@ -18,11 +18,47 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
-__all__ = ["HEADROOM", "MARK", "URL_PASSWORD_MARK", "is_secret_name", "redact", "redact_prefix"]
+__all__ = [
+    "EMAIL_MARK",
+    "HEADROOM",
+    "MARK",
+    "URL_PASSWORD_MARK",
+    "configure",
+    "emails_masked",
+    "is_secret_name",
+    "redact",
+    "redact_prefix",
+]
 
 MARK = "[REDACTED]"
 URL_PASSWORD_MARK = "***"
+EMAIL_MARK = "[REDACTED EMAIL]"
+
+
+@dataclass(frozen=True)
+class _Policy:
+    """What redaction masks beside credentials (one process-wide choice, :func:`configure`)."""
+
+    emails: bool = True
+    """E-mail addresses are personal data: masked unless the operator keeps them."""
+
+
+_POLICY = _Policy()
+
+
+def configure(*, emails: bool) -> None:
+    """Set the process-wide policy (the composition root calls it from the settings once)."""
+    global _POLICY
+    _POLICY = _Policy(emails=emails)
+
+
+def emails_masked() -> bool:
+    """Whether e-mail addresses are masked (the policy a worker child process is given)."""
+    return _POLICY.emails
+
+
 # Raw characters kept past a caller's visible limit before redaction (see :func:`redact_prefix`).
 HEADROOM = 1024
 
@@ -57,32 +93,92 @@ _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=]
 # The whole value of credential-bearing headers, keeping the auth scheme word if present.
 _AUTH_HEADER = re.compile(
     r"(?P<key>\b(?:Proxy-)?Authorization[\"']?\s*+[:=]\s*+[\"']?)"
-    r"(?P<scheme>(?:Bearer|Basic|Token|Digest|Negotiate|AWS4-HMAC-SHA256)\s++)?+"
-    r"(?!\[REDACTED\])(?P<value>[^\s\"',;]++)",
+    r"(?:(?P<token>(?:Bearer|Basic|Token)\s++)|(?P<params>(?:Digest|Negotiate|AWS4-HMAC-SHA256)"
+    r"\s++))?+(?!\[REDACTED\])(?P<value>(?(token)[^\s\"']++|[^\r\n]++))",
     re.IGNORECASE,
 )
 _COOKIE_HEADER = re.compile(
     r"(?P<key>\b(?:Set-)?Cookie\s*+:\s*+)(?!\[REDACTED\])(?P<value>[^\r\n\"]++)",
     re.IGNORECASE,
 )
-_BEARER = re.compile(r"(?P<key>\bBearer\s++)(?P<value>[A-Za-z0-9._~+/=-]{8,}+)", re.IGNORECASE)
+_BEARER = re.compile(r"(?P<key>\bBearer\s++)(?P<value>[A-Za-z0-9._~+/=-]{8,}+\S*+)", re.IGNORECASE)
 # scheme://user:password@host — keep scheme, user and host; host-only URLs do not match. The
 # match starts at ``://`` (one scheme character before it), not at every letter of a long run.
-_URL_USERINFO = re.compile(
-    r"(?<=[A-Za-z0-9+.-])(?P<key>://[^/\s:@]*+:)(?P<value>[^@\s/?#]++)(?P<at>@)"
-)
+# The password runs to the LAST ``@`` of the authority (a password may hold ``@``, ``:``, ``&``):
+# the authority is taken whole (possessive) and :func:`_url_password` splits it.
+_URL_USERINFO = re.compile(r"(?<=[A-Za-z0-9+.-])(?P<key>://[^/\s:@]*+:)(?P<rest>[^\s/?#]++)")
 # key=value / key: value / "key": "value" where the key names a credential. The key word must
 # not follow a letter or digit (so ``DB_PASSWORD`` and ``X-Api-Key`` match at the key word),
 # and ``\b`` after it keeps plurals such as ``max_tokens`` (a count, not a secret) out. A quoted
 # value left open at the end of its line or of the text (cut there) is masked to that end.
 _KEY_VALUE = re.compile(
     r"(?<![^\W_])(?P<key>"
-    r"(?:password|passwd|passphrase|pwd|pass|secret|token|api[_-]?key|apikey|access[_-]?key"
-    r"|secret[_-]?key|private[_-]?key|client[_-]?secret|credentials?|signing[_-]?key)\b"
+    r"(?:[a-z0-9]*?(?:password|passwd|passphrase)|pwd|pass|secret|token|api[_-]?key|apikey"
+    r"|access[_-]?key|secret[_-]?key|private[_-]?key(?:[_-]?id)?|client[_-]?secret"
+    r"|credentials?|signing[_-]?key|account[_-]?key|shared[_-]?access[_-]?key|sig"
+    r"|cvv2?|cvc2?|csc|card[_-]?(?:number|num|no)|security[_-]?code"
+    r"|(?:stripe|sendgrid|twilio|mailgun|openai|slack|github|gitlab|npm|datadog|dd|azure|gcp"
+    r"|google|webhook)[_-]?(?:api[_-]?)?(?:key|token|secret))\b"
     r"[\"']?\s*+(?:=>|[:=])\s*+)"
-    r"(?!\[REDACTED\]|\*\*\*(?![^\s\"',;&}\]]))"
+    r"(?!\[REDACTED\]|\*\*\*(?!\S))"
     r"(?P<value>\"(?:[^\"\\\n]++|\\[^\n])*+(?:\"|\\?(?=\n)|\\?\Z)"
-    r"|'[^'\n]*+(?:'|(?=\n)|\Z)|[^\s\"',;&}\]]++)",
+    r"|'[^'\n]*+(?:'|(?=\n)|\Z)|\S++)",
+    re.IGNORECASE,
+)
+# Self-identifying vendor key shapes (the vendors' documented prefixes): Stripe secret and
+# restricted keys, Google API keys, GitLab tokens, npm, SendGrid, OpenAI/Anthropic, HashiCorp
+# Vault, PyPI, Shopify, DigitalOcean, Twilio API keys, Slack webhooks. Every branch starts with a
+# literal prefix and its run is possessive, so a failed start costs at most its prefix and the
+# minimum length.
+_VENDOR = re.compile(
+    r"\b(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}+"
+    r"|whsec_[A-Za-z0-9]{20,}+"
+    r"|AIza[0-9A-Za-z_-]{30,}+"
+    r"|gl(?:pat|dt|rt|ptt|oas|cbt|ft|imt|soat|ffct|agent)-[0-9A-Za-z_-]{20,}+"
+    r"|npm_[A-Za-z0-9]{30,}+"
+    r"|SG\.[A-Za-z0-9_-]{16,}+\.[A-Za-z0-9_-]{16,}+"
+    r"|sk-(?:proj-|ant-[a-z0-9]{2,8}+-|svcacct-)?+[A-Za-z0-9_-]{20,}+"
+    r"|hv[sbr]\.[A-Za-z0-9_-]{20,}+"
+    r"|pypi-[A-Za-z0-9_-]{50,}+"
+    r"|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}"
+    r"|do[opr]_v1_[a-f0-9]{64}"
+    r"|SK[0-9a-fA-F]{32}\b"
+    r")"
+    r"|(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9/_-]++"
+)
+_VENDOR_WORDS = (
+    "sk_", "rk_", "whsec_", "aiza", "gl", "npm_", "sg.", "sk-", "hv", "pypi-", "shp", "_v1_",
+    "sk", "hooks.slack.com/",
+)  # fmt: skip
+# An e-mail address (personal data, masked unless configured otherwise: :func:`configure`).
+# Starts only where a local-part run starts, and both runs are possessive; :func:`_email`
+# keeps matches whose last domain label is not alphabetic (``user@10.0.0.1``, ``pkg@1.2``).
+_EMAIL = re.compile(
+    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]++@(?P<domain>[A-Za-z0-9-]++(?:\.[A-Za-z0-9-]++)++)"
+)
+# A payment card number: 13-19 digits, optionally grouped by single spaces or dashes, starting
+# with a card network's first digit (2-6); :func:`_card` masks it only when its Luhn check holds.
+# Starts only where a digit run starts; a start tries at most 19 digits.
+_CARD = re.compile(r"(?<![0-9])[2-6](?:[ -]?+[0-9]){12,18}+(?![0-9])")
+# A card verification code in prose or a form dump (``cvv 123``, ``CVC2: 0421``).
+_CVV = re.compile(
+    r"(?<![^\W_])(?P<key>(?:cvv2?|cvc2?|csc|security[ _-]?code)\b[\"']?\s*+[:=#]?\s*+[\"']?)"
+    r"(?P<value>[0-9]{3,4})(?![0-9])",
+    re.IGNORECASE,
+)
+# A command line that takes a password as a flag value (``mysql -pS3cret``, ``sshpass -p pw``,
+# ``redis-cli -a pw``): the line is found once, then its ``-p``/``-a`` values are masked.
+_PASSWORD_FLAG_LINE = re.compile(
+    r"^[^\n]*\b(?:mysql\w*+|mariadb\w*+|sshpass|redis-cli|mysqldump|mongo\w*+)\b[^\n]*+",
+    re.MULTILINE | re.IGNORECASE,
+)
+_PASSWORD_FLAG = re.compile(r"(?<!\S)(?P<key>-[pa]\s*+)(?!\[REDACTED\]|-)(?P<value>\S++)")
+# Prose: "with password hunter2", "the password is Tr0ub4dor", "passphrase was: x y". The word
+# after the key word is masked when it looks like a secret (:func:`_prose`), or whatever it is
+# after "is"/"was"/"set to", unless it is one of the ordinary words that follow there.
+_PROSE = re.compile(
+    r"(?<![^\W_])(?P<key>(?:password|passwd|passphrase|passcode|pwd)\b"
+    r"(?P<verb>\s++(?:is|was|set\s++to)\b:?+)?+\s++)(?!\[REDACTED\])(?P<value>\S++)",
     re.IGNORECASE,
 )
 # A long opaque value right after a key word with only separators between (``signing key
@@ -91,7 +187,7 @@ _KEY_VALUE = re.compile(
 # matches (and then its run is consumed).
 _GENERIC = re.compile(
     r"(?P<key>\b(?:key|secret|token|signature|hmac)\b[\s:=\"'-]{1,4})"
-    r"(?P<value>[A-Za-z0-9+/_-]{32,}+=*+)",
+    r"(?P<value>[A-Za-z0-9+/_-]{32,}+\S*+)",
     re.IGNORECASE,
 )
 
@@ -101,7 +197,8 @@ def _keep_key(match: re.Match[str]) -> str:
 
 
 def _keep_key_and_scheme(match: re.Match[str]) -> str:
-    return match.group("key") + (match.group("scheme") or "") + MARK
+    scheme = match.group("token") or match.group("params") or ""
+    return match.group("key") + scheme + MARK
 
 
 def _keep_quotes(match: re.Match[str]) -> str:
@@ -116,7 +213,68 @@ def _jwt(match: re.Match[str]) -> str:
 
 
 def _url_password(match: re.Match[str]) -> str:
-    return match.group("key") + URL_PASSWORD_MARK + match.group("at")
+    rest = match.group("rest")
+    at = rest.rfind("@")
+    if at <= 0:  # no userinfo (``://host:8080``), or an empty password (``://u:@h``)
+        return match.group(0)
+    return match.group("key") + URL_PASSWORD_MARK + rest[at:]
+
+
+def _email(match: re.Match[str]) -> str:
+    last_label = match.group("domain").rsplit(".", 1)[-1]
+    if not _POLICY.emails or len(last_label) < 2 or not last_label.isalpha():
+        return match.group(0)
+    return EMAIL_MARK
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = int(char)
+        if index % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def _card(match: re.Match[str]) -> str:
+    found = match.group(0)
+    digits = found.replace(" ", "").replace("-", "")
+    return MARK if _luhn(digits) else found
+
+
+def _password_flags(match: re.Match[str]) -> str:
+    return _PASSWORD_FLAG.sub(_keep_key, match.group(0))
+
+
+# Words that follow "password" in ordinary prose (never a password worth masking there).
+_PROSE_WORDS = frozenset({
+    "is", "was", "for", "of", "in", "on", "to", "the", "a", "an", "and", "or", "not", "no",
+    "incorrect", "invalid", "wrong", "expired", "required", "missing", "empty", "changed",
+    "reset", "correct", "accepted", "rejected", "authentication", "auth", "policy", "length",
+    "set", "too", "must", "has", "had", "will", "should", "cannot", "can", "may", "hash",
+    "field", "prompt", "mismatch", "change", "update", "updated", "rotation", "rotated", "from",
+    "with", "without", "by", "at", "as", "via", "when", "if", "but", "that", "this", "be",
+    "been", "being", "are", "were", "does", "did", "do", "login", "manager", "vault", "store",
+})  # fmt: skip
+
+
+def _looks_secret(word: str) -> bool:
+    """A word with a digit, a symbol inside it, or an upper-case letter after its first."""
+    core = word.rstrip(".,;:!?)\"'")
+    if not core:
+        return False
+    if any(not char.isalpha() for char in core):
+        return True
+    return any(char.isupper() for char in core[1:])
+
+
+def _prose(match: re.Match[str]) -> str:
+    value = match.group("value")
+    bare = value.rstrip(".,;:!?)\"'").lower()
+    if bare in _PROSE_WORDS or not (match.group("verb") or _looks_secret(value)):
+        return match.group(0)
+    return match.group("key") + MARK
 
 
 def _aws_line(match: re.Match[str]) -> str:
@@ -132,18 +290,24 @@ _Replacement = str | Callable[[re.Match[str]], str]
 # rule gives (tests/tools/test_redact_gates.py), at a few substring tests for most texts.
 _Gate = Callable[[str], bool]
 _GENERIC_WORDS = ("key", "secret", "token", "signature", "hmac")
-_KEY_WORDS = ("pass", "pwd", "secret", "token", "api", "access", "private", "credential", "signing")
+_KEY_WORDS = (
+    "pass", "pwd", "secret", "token", "api", "access", "private", "credential", "signing", "key",
+    "sig", "cv", "csc", "card", "security",
+)  # fmt: skip
 
 
 def _holds_any(text: str, words: tuple[str, ...]) -> bool:
     return any(map(text.__contains__, words))
 
 
+_CVV_WORDS = ("cvv", "cvc", "csc", "security")
+_FLAG_WORDS = ("mysql", "mariadb", "sshpass", "redis-cli", "mongo")
 _RULES: tuple[tuple[re.Pattern[str], _Replacement, _Gate], ...] = (
     (_PEM, "[REDACTED PRIVATE KEY]", lambda t: "-----begin " in t and "private key-----" in t),
     (_JWT, _jwt, lambda t: "eyj" in t),
     (_SLACK, MARK, lambda t: "xox" in t or "xapp-" in t),
     (_GITHUB, MARK, lambda t: "_" in t and ("gh" in t or "github_pat_" in t)),
+    (_VENDOR, MARK, lambda t: _holds_any(t, _VENDOR_WORDS)),
     (_AWS_LINE, _aws_line, lambda t: "akia" in t or "asia" in t),
     (_AWS_KEY_ID, MARK, lambda t: "akia" in t or "asia" in t),
     (_AUTH_HEADER, _keep_key_and_scheme, lambda t: "authorization" in t),
@@ -151,16 +315,23 @@ _RULES: tuple[tuple[re.Pattern[str], _Replacement, _Gate], ...] = (
     (_BEARER, _keep_key, lambda t: "bearer" in t),
     (_URL_USERINFO, _url_password, lambda t: "://" in t and "@" in t),
     (_KEY_VALUE, _keep_quotes, lambda t: ("=" in t or ":" in t) and _holds_any(t, _KEY_WORDS)),
+    (_PASSWORD_FLAG_LINE, _password_flags, lambda t: _holds_any(t, _FLAG_WORDS)),
+    (_PROSE, _prose, lambda t: "pass" in t or "pwd" in t),
     (_GENERIC, _keep_key, lambda t: _holds_any(t, _GENERIC_WORDS)),
+    (_CARD, _card, lambda t: _CARD.search(t) is not None),
+    (_CVV, _keep_key, lambda t: _holds_any(t, _CVV_WORDS)),
+    (_EMAIL, _email, lambda t: _POLICY.emails and "@" in t),
 )
-# Every gate above asks for one of these words: a text holding none of them (almost every log
-# line) is returned after one search instead of every gate's substring tests.
+# Every gate above but the card rule's asks for one of these words: a text holding none of them
+# and no card-shaped number (almost every log line) is returned after two searches instead of
+# every gate's tests.
 _ANY_GATE_WORD = re.compile(
     "|".join(
         re.escape(word)
         for word in (
             "-----begin ", "eyj", "xox", "xapp-", "gh", "github_pat_", "akia", "asia",
-            "authorization", "cookie", "bearer", "://", *_KEY_WORDS, *_GENERIC_WORDS,
+            "authorization", "cookie", "bearer", "://", "@", *_KEY_WORDS, *_GENERIC_WORDS,
+            *_VENDOR_WORDS, *_FLAG_WORDS, *_CVV_WORDS,
         )
     )
 )  # fmt: skip
@@ -184,7 +355,7 @@ def redact(text: str) -> str:
     with evidence of unbounded length use :func:`redact_prefix`.
     """
     folded = _folded(text)
-    if _ANY_GATE_WORD.search(folded) is None:
+    if _ANY_GATE_WORD.search(folded) is None and _CARD.search(folded) is None:
         return text
     for pattern, replacement, gate in _RULES:
         if gate(folded):

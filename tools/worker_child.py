@@ -22,9 +22,10 @@ import sys
 from collections.abc import Callable
 from typing import IO
 
+from sre_diag.tools import redact as redaction
 from sre_diag.tools.errors import OutOfTime, Stopped
 from sre_diag.tools.threads import Stop
-from sre_diag.tools.workers import read_frame, write_frame
+from sre_diag.tools.workers import KEEP_EMAILS, read_frame, write_frame
 
 __all__ = ["MAX_LOG_CHARS", "MAX_LOG_RECORDS", "main", "resolve", "serve"]
 
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     """The child's entry point (see module docs)."""
     args = sys.argv[1:] if argv is None else argv
     _die_with(int(args[0]) if args else os.getppid())
+    redaction.configure(emails=KEEP_EMAILS not in args[1:])
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C reaches both

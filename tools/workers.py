@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import logging
 import os
 import pickle
@@ -55,9 +56,11 @@ from pathlib import Path
 from typing import IO, Any, Concatenate, ParamSpec, TypeVar
 
 from sre_diag.tools.errors import OutOfTime, WorkerFailed
+from sre_diag.tools.redact import emails_masked
 
 __all__ = [
     "GRACE_SECONDS",
+    "KEEP_EMAILS",
     "MAX_REPLY_BYTES",
     "START_SECONDS",
     "WorkerFailed",
@@ -78,6 +81,7 @@ MAX_REPLY_BYTES = 256 * 1024 * 1024  # a frame longer than this is not read
 _HEADER = struct.Struct(">I")
 _LOG_CHARS = 1_000  # of a message a child logged (its own bound, kept here too)
 _CHILD_MODULE = "sre_diag.tools.worker_child"
+KEEP_EMAILS = "--keep-emails"  # the child's flag: e-mail addresses are not redacted
 # What a child inherits of the environment (and PYTHON*): no credential reaches it, since it
 # reads files and computes, and nothing it needs is configured through the environment.
 _ENV = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "VIRTUAL_ENV"})
@@ -99,8 +103,10 @@ def _spawner() -> ThreadPoolExecutor:
 
 
 def _popen(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    # The redaction policy travels on the command line (a child reads no settings).
+    policy = [] if emails_masked() else [KEEP_EMAILS]
     return subprocess.Popen(
-        [sys.executable, "-m", _CHILD_MODULE, str(os.getpid())],
+        [sys.executable, "-m", _CHILD_MODULE, str(os.getpid()), *policy],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,  # what a child logs comes back in frames (worker_child)
@@ -150,8 +156,9 @@ class _Worker:
         self.dead = False
 
     @classmethod
-    def start(cls) -> _Worker:
-        """Start a child and wait (blocking: call from a thread) for its ``ready`` frame."""
+    def start(cls, spawned: Callable[[_Worker], None] | None = None) -> _Worker:
+        """Start a child and wait (blocking: call from a thread) for its ``ready`` frame;
+        ``spawned`` is told of the child as soon as it exists (before it is ready)."""
         # The folder holding the ``sre_diag`` package this process imported (a checkout, a venv).
         root = str(Path(sys.modules["sre_diag"].__file__ or ".").parent.parent)
         env = {k: v for k, v in os.environ.items() if k in _ENV or k.startswith("PYTHON")}
@@ -162,6 +169,8 @@ class _Worker:
             raise WorkerFailed("the child could not be started") from exc
         worker = cls(proc)
         _LIVE.add(worker)
+        if spawned is not None:
+            spawned(worker)
         timer = threading.Timer(START_SECONDS, worker.kill)
         timer.daemon = True
         timer.start()
@@ -220,13 +229,19 @@ class _Worker:
 
 
 class _Claim:
-    """A child being started for a caller that may give up waiting for it."""
+    """A child being started for a caller that may give up waiting for it. A caller that gives
+    up leaves its slot with the claim (``release``): the slot is freed when the start ends, so
+    starts never outnumber the pool's slots, whatever the cancels."""
 
-    __slots__ = ("abandoned", "worker")
+    __slots__ = ("abandoned", "closed", "done", "release", "spawned", "worker")
 
     def __init__(self) -> None:
         self.abandoned = False
+        self.closed = False  # the pool was closed while this abandoned start ran
+        self.done = False
         self.worker: _Worker | None = None
+        self.spawned: _Worker | None = None  # the child, from its spawn on
+        self.release: Callable[[], None] | None = None
 
 
 class _Held:
@@ -252,6 +267,7 @@ class WorkerPool:
         self._slots_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._lock = threading.Lock()
         self.started = 0  # children started over the pool's life (operators, tests)
+        self._abandoned: set[_Claim] = set()  # starts whose caller gave up
         # A pool dropped without close() (a host app that never closes its source): its idle
         # children end with it (``_idle`` is only ever changed in place).
         weakref.finalize(self, _kill_each, self._idle)
@@ -295,7 +311,7 @@ class WorkerPool:
         slots = self._here()
         await slots.acquire()
         held.slot = slots
-        held.worker = worker = await self._take()
+        held.worker = worker = await self._take(held)
         left = None if until is None else until - time.monotonic()
         self.busy += 1
         try:
@@ -318,7 +334,9 @@ class WorkerPool:
         worker = held.worker
         if worker is not None:
             worker.dead = True  # never given back, even if this await is cancelled again
-            await asyncio.shield(asyncio.to_thread(worker.kill))
+            # Its own threads: never queued behind starts waiting in the default executor.
+            loop = asyncio.get_running_loop()
+            await asyncio.shield(loop.run_in_executor(_killer(), worker.kill))
 
     def pids(self) -> list[int]:
         """The process ids of this pool's live children, idle or busy (operators, tests)."""
@@ -327,9 +345,16 @@ class WorkerPool:
 
     async def warm(self) -> None:
         """Start one child ahead of the first call (``serve``'s warm-up)."""
-        self._give_back(await self._take())
+        held = _Held()
+        held.slot = slots = self._here()
+        await slots.acquire()
+        try:
+            self._give_back(await self._take(held))
+        finally:
+            if held.slot is not None:
+                held.slot.release()
 
-    async def _take(self) -> _Worker:
+    async def _take(self, held: _Held) -> _Worker:
         while True:
             with self._lock:
                 worker = self._idle.pop() if self._idle else None
@@ -344,25 +369,67 @@ class WorkerPool:
         try:
             worker = await asyncio.to_thread(self._start, claim)
         except asyncio.CancelledError:
-            with self._lock:
-                claim.abandoned = True  # the starting thread gives the child to the pool
-                started, claim.worker = claim.worker, None
-            self._give_back(started)
+            self._abandon(claim, held)
             raise
         return worker
 
+    def _abandon(self, claim: _Claim, held: _Held) -> None:
+        """The caller gave up on a start: a start still running keeps the caller's slot (freed
+        on this loop when it ends) and gives its child to the pool; a start already done gives
+        it now."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if not claim.done:
+                claim.abandoned = True
+                slot, held.slot = held.slot, None
+                if slot is not None:
+                    claim.release = functools.partial(_release_on, loop, slot)
+                self._abandoned.add(claim)
+                return
+            started, claim.worker = claim.worker, None
+        self._give_back(started)
+
     def _start(self, claim: _Claim) -> _Worker:
-        """Start a child (in a thread); one whose caller is gone by then is kept idle — no
-        event loop callback is needed for that, so a closed loop loses no child."""
-        worker = _Worker.start()
+        """Start a child (in a thread); one whose caller is gone by then is kept idle (or
+        killed, when the pool was closed meanwhile) and its slot freed — no event loop is
+        needed for the child, so a closed loop loses none."""
+        try:
+            worker = _Worker.start(functools.partial(self._spawned, claim))
+        except BaseException:
+            with self._lock:
+                claim.done = True
+                abandoned = claim.abandoned
+            if abandoned:
+                self._end_abandoned(claim, None)
+            raise
         with self._lock:
             self.started += 1
-            self._children.add(worker)
+            claim.done = True
             if not claim.abandoned:
                 claim.worker = worker
                 return worker
-        self._give_back(worker)
+        self._end_abandoned(claim, worker)
         return worker
+
+    def _spawned(self, claim: _Claim, worker: _Worker) -> None:
+        with self._lock:
+            self._children.add(worker)
+            claim.spawned = worker
+            closed = claim.closed
+        if closed:  # the pool was closed before this child existed: it never starts
+            worker.kill()
+
+    def _end_abandoned(self, claim: _Claim, worker: _Worker | None) -> None:
+        with self._lock:
+            self._abandoned.discard(claim)
+            closed = claim.closed
+        if worker is not None:
+            if closed:
+                worker.kill()
+            else:
+                self._give_back(worker)  # before the slot: its next holder finds this child
+        if claim.release is not None:
+            claim.release()
 
     def _give_back(self, worker: _Worker | None) -> None:
         """An idle child back to the pool (a dead one is dropped; one beyond the pool's size —
@@ -390,14 +457,20 @@ class WorkerPool:
         raise WorkerFailed("an answer of an unknown shape")
 
     async def close(self) -> None:
-        """Kill the idle children (a busy one is kept by its call until the next close, the
-        pool's end or the interpreter's exit); the pool stays usable, a later call starts a
-        new child."""
+        """Kill the idle children and those still starting for callers that gave up (one
+        spawned after this is killed at once); a busy one is kept by its call until the next
+        close, the pool's end or the interpreter's exit. The pool stays usable, a later call
+        starts a new child."""
         with self._lock:
-            idle = list(self._idle)
+            doomed = list(self._idle)
             self._idle.clear()
+            for claim in self._abandoned:
+                claim.closed = True
+                if claim.spawned is not None:
+                    doomed.append(claim.spawned)
         # Shielded: a close cut short still ends every child it took out of the pool.
-        await asyncio.shield(asyncio.to_thread(_kill_each, idle))
+        loop = asyncio.get_running_loop()
+        await asyncio.shield(loop.run_in_executor(_killer(), _kill_each, doomed))
 
 
 def _logged(frame: object) -> bool:
@@ -418,6 +491,26 @@ def _known(reply: object) -> bool:
         case ("ok", _) | ("out_of_time",) | ("failed", str()):
             return True
     return False
+
+
+def _release_on(loop: asyncio.AbstractEventLoop, slot: asyncio.BoundedSemaphore) -> None:
+    """Free ``slot`` on its loop, from any thread (nothing to free once the loop is closed)."""
+    try:
+        loop.call_soon_threadsafe(slot.release)
+    except RuntimeError:
+        pass
+
+
+_KILLER: ThreadPoolExecutor | None = None
+
+
+def _killer() -> ThreadPoolExecutor:
+    """The threads that kill children: apart from the default executor, where starts wait."""
+    global _KILLER
+    with _SPAWN_LOCK:
+        if _KILLER is None:
+            _KILLER = ThreadPoolExecutor(2, thread_name_prefix="evidence-worker-kill")
+        return _KILLER
 
 
 def _kill_each(workers: list[_Worker]) -> None:

@@ -194,38 +194,55 @@ async def _check(args: argparse.Namespace) -> int:
 
 
 async def _patterns(args: argparse.Namespace) -> int:
-    """Each input line's ``query_logs`` pattern, one line out per line in, in order."""
-    return _print_patterns(args.file)
+    """Each input line's ``query_logs`` pattern, one line out per line in, in order; with
+    ``--counts``, one line per pattern: ``count<TAB>pattern<TAB>example``, most frequent first."""
+    return _print_patterns(args.file, counts=args.counts)
 
 
-def _print_patterns(file: str | None) -> int:
+def _print_patterns(file: str | None, *, counts: bool = False) -> int:
     # Plain blocking reads: this command runs nothing else on its loop. The input is one
-    # window, as the summary sees a query's matches: read whole (bounded), then grouped.
-    from sre_diag.commands.patterns_input import PatternsInputError, read_lines
-    from sre_diag.tools.logs.summary import window_patterns
-    from sre_diag.tools.plain import visible_controls
+    # window, as the summary sees a query's matches: read as a stream, in bounded memory.
+    from sre_diag.commands.patterns_input import PatternsInputError
 
     if sys.stdout is None:  # started with standard output closed: nowhere to print
         print("patterns: no standard output", file=sys.stderr)
         return EXIT_FAILED
     if file is None and sys.stdin is None:  # started with standard input closed
         return _error("INVALID_ARGUMENTS", "no FILE and no standard input to read")
+    source: str | int = file if file is not None else sys.stdin.fileno()
     try:
-        lines = read_lines(file if file is not None else sys.stdin.fileno())
+        _write_patterns(source, counts)
     except PatternsInputError as exc:
         return _error(exc.code.value, exc.message)
-    patterns = window_patterns(lines)
-    try:
-        # A pattern is the message's own text: a terminal control, a bidi override or a line
-        # separator in it is shown escaped (\x1b, \u202e), never acted on, never a second line.
-        sys.stdout.writelines(visible_controls(pattern) + "\n" for pattern in patterns)
-        sys.stdout.flush()
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except OSError as exc:  # a full disk, a closed descriptor: stdout cannot carry the error
         print(f"patterns: output not written ({exc.__class__.__name__})", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _write_patterns(source: str | int, counts: bool) -> None:
+    """The output of ``patterns`` (a pattern is the message's own text: a terminal control, a
+    bidi override or a line separator in it is shown escaped, never acted on, never a second
+    line; in ``--counts`` a tab is shown escaped too, the column separator)."""
+    from sre_diag.commands.patterns_input import pattern_counts, pattern_lines
+    from sre_diag.tools.plain import visible_controls
+
+    if not counts:
+        sys.stdout.writelines(visible_controls(p) + "\n" for p in pattern_lines(source))
+        sys.stdout.flush()
+        return
+    window = pattern_counts(source)
+    for count, pattern, example in window.counted():
+        cells = (visible_controls(pattern), example)
+        sys.stdout.write("\t".join([str(count), *(c.replace("\t", "\\x09") for c in cells)]))
+        sys.stdout.write("\n")
+    sys.stdout.flush()
+    if window.uncounted:
+        print(
+            f"patterns: {window.uncounted} lines of further patterns not counted", file=sys.stderr
+        )
 
 
 async def _setup_mysql(args: argparse.Namespace) -> int:
@@ -314,6 +331,11 @@ def _parser() -> argparse.ArgumentParser:
         "patterns", help="print the query_logs pattern of each log message read, one a line"
     )
     patterns.add_argument("file", nargs="?", metavar="FILE", help="UTF-8 text (default: stdin)")
+    patterns.add_argument(
+        "--counts",
+        action="store_true",
+        help="one line per pattern instead: count, pattern and an example, most frequent first",
+    )
     patterns.set_defaults(run=_patterns)
     setup = commands.add_parser(
         "setup-mysql", help="create the read-only MySQL account (column-level SELECT grants)"

@@ -1,9 +1,10 @@
 """The bounded input of ``sre-diag patterns [FILE]`` (CONTRACTS §1).
 
-The whole input is one window, read before it is grouped, so it is bounded: at most
-:data:`MAX_BYTES` bytes and :data:`MAX_LINES` lines, else ``INPUT_TOO_LARGE`` (exit 2) and
-nothing is printed. Everything else this module refuses is ``INVALID_ARGUMENTS`` (exit 2), one
-line, before a byte is read:
+The input is one window of any size, read as a stream (:func:`read_chunks`,
+:func:`line_batches`): memory does not follow its size, and a line longer than
+:data:`MAX_LINE_BYTES` is read to its end but only its head is kept (a pattern never looks
+further). What this module refuses is ``INVALID_ARGUMENTS`` (exit 2), one line, before a byte
+is read:
 
 - FILE must be a regular file whose last component is not a link: a symbolic link (to ``/proc``,
   a device or anywhere), a FIFO, a device, a socket or a directory is refused — the file is
@@ -34,16 +35,30 @@ import errno
 import os
 import select
 import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from typing import IO
 
 from sre_diag.commands.errors import PatternsInputError
 from sre_diag.errors import InputRejection
+from sre_diag.tools.logs.summary import WindowPatterns
 from sre_diag.tools.plain import visible_controls
 from sre_diag.tools.pseudo_fs import pseudo_filesystem
 
-__all__ = ["MAX_BYTES", "MAX_LINES", "PatternsInputError", "read_lines"]
+__all__ = [
+    "BATCH_LINES",
+    "MAX_LINE_BYTES",
+    "PatternsInputError",
+    "line_batches",
+    "open_source",
+    "pattern_counts",
+    "pattern_lines",
+    "read_chunks",
+    "read_lines",
+]
 
-MAX_BYTES = 16 * 1024 * 1024
-MAX_LINES = 100_000
+MAX_LINE_BYTES = 64 * 1024  # of one line, kept (its pattern key is far shorter)
+BATCH_LINES = 4096
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _CHUNK = 1024 * 1024
 _DEV_NULL = os.makedev(1, 3)  # Linux's /dev/null (mem major 1, minor 3)
@@ -73,10 +88,6 @@ def _open_regular(file: str) -> int:
         if not stat.S_ISREG(info.st_mode):
             raise _refused(f"{shown} is not a regular file (a FIFO, device, socket or directory)")
         _refuse_pseudo(fd, shown)
-        if info.st_size > MAX_BYTES:
-            raise PatternsInputError(
-                InputRejection.INPUT_TOO_LARGE, f"{shown} is over {MAX_BYTES} bytes"
-            )
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
@@ -101,50 +112,135 @@ def _check_stdin(fd: int) -> None:
     _refuse_pseudo(fd, _STDIN)
 
 
-def _read_bounded(fd: int, shown: str) -> bytes:
-    """``fd`` to its end, but at most ``MAX_BYTES + 1`` bytes (one more tells it is over)."""
-    chunks: list[bytes] = []
-    size = 0
-    while size <= MAX_BYTES:
+def open_source(source: str | int) -> int:
+    """FILE (a path) opened for reading, or standard input (its descriptor) checked; or
+    :class:`PatternsInputError` (the module docstring says which inputs are refused)."""
+    if isinstance(source, int):
+        _check_stdin(source)
+        return source
+    return _open_regular(source)
+
+
+def read_chunks(fd: int, shown: str, limit: int | None = None) -> Iterator[bytes]:
+    """``fd`` to its end (or its first ``limit`` bytes), a chunk at a time."""
+    left = limit
+    while left is None or left > 0:
+        size = _CHUNK if left is None else min(_CHUNK, left)
         try:
-            chunk = os.read(fd, min(_CHUNK, MAX_BYTES + 1 - size))
+            chunk = os.read(fd, size)
         except BlockingIOError:  # a non-blocking pipe or terminal with nothing yet
             select.select([fd], [], [])
             continue
         except OSError as exc:
             raise _refused(f"cannot read {shown}: {exc.strerror}") from exc
         if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
+            return
+        if left is not None:
+            left -= len(chunk)
+        yield chunk
 
 
-def _read(source: str | int) -> bytes:
-    if isinstance(source, int):
-        _check_stdin(source)
-        return _read_bounded(source, _STDIN)
-    fd = _open_regular(source)
-    try:
-        return _read_bounded(fd, visible_controls(source))
-    finally:
-        os.close(fd)
+def line_batches(chunks: Iterable[bytes]) -> Iterator[list[str]]:
+    """The lines of a byte stream in batches: ``\n`` or ``\r\n`` ended, the last may lack
+    it, invalid UTF-8 read with replacement characters, each line's first
+    :data:`MAX_LINE_BYTES` bytes only (a pattern never looks further), in bounded memory
+    whatever a line's length."""
+    head = bytearray()  # the start of the line not ended yet (at most MAX_LINE_BYTES)
+    for chunk in chunks:
+        pieces = chunk.split(b"\n")
+        if len(pieces) == 1:
+            _extend_bounded(head, pieces[0])
+            continue
+        _extend_bounded(head, pieces[0])
+        lines = [bytes(head), *(piece[:MAX_LINE_BYTES] for piece in pieces[1:-1])]
+        head = bytearray(pieces[-1][:MAX_LINE_BYTES])
+        for at in range(0, len(lines), BATCH_LINES):
+            yield [_decoded(line) for line in lines[at : at + BATCH_LINES]]
+    if head:
+        yield [_decoded(bytes(head))]
+
+
+def _extend_bounded(head: bytearray, piece: bytes) -> None:
+    room = MAX_LINE_BYTES - len(head)
+    if room > 0:
+        head += piece[:room]
+
+
+def _decoded(line: bytes) -> str:
+    return line.removesuffix(b"\r").decode("utf-8", "replace")
 
 
 def read_lines(source: str | int) -> list[str]:
-    """The lines of FILE (a path) or of standard input (its descriptor): ``\\n`` or ``\\r\\n``
-    ended, the last may lack it, invalid UTF-8 read with replacement characters; or
-    :class:`PatternsInputError` (the module docstring says which inputs are refused)."""
-    data = _read(source)
-    if len(data) > MAX_BYTES:
-        raise PatternsInputError(
-            InputRejection.INPUT_TOO_LARGE, f"the input is over {MAX_BYTES} bytes"
-        )
-    raw = data.split(b"\n")
-    if raw[-1] == b"":
-        raw.pop()
-    if len(raw) > MAX_LINES:
-        raise PatternsInputError(
-            InputRejection.INPUT_TOO_LARGE, f"the input is over {MAX_LINES} lines"
-        )
-    return [line.removesuffix(b"\r").decode("utf-8", "replace") for line in raw]
+    """Every line of FILE or standard input (see :func:`line_batches`), in one list: for
+    callers whose input is small; ``patterns`` itself streams."""
+    fd = open_source(source)
+    shown = _STDIN if isinstance(source, int) else visible_controls(source)
+    try:
+        return [line for batch in line_batches(read_chunks(fd, shown)) for line in batch]
+    finally:
+        if not isinstance(source, int):
+            os.close(fd)
+
+
+# --- the two passes of ``patterns`` ------------------------------------------------------------
+
+
+def _shown_source(source: str | int) -> str:
+    return _STDIN if isinstance(source, int) else visible_controls(source)
+
+
+def _first_pass(window: WindowPatterns, fd: int, shown: str, spool: IO[bytes] | None) -> int:
+    """Every line into ``window`` (and each chunk into ``spool``); the bytes read."""
+    read = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal read
+        for chunk in read_chunks(fd, shown):
+            read += len(chunk)
+            if spool is not None:
+                spool.write(chunk)
+            yield chunk
+
+    for batch in line_batches(chunks()):
+        window.add(batch)
+    window.finish()
+    return read
+
+
+def pattern_lines(source: str | int) -> Iterator[str]:
+    """The pattern of each line of FILE or standard input, in order (two passes: the window's
+    grouping needs every line first; standard input is kept in an unnamed temporary file
+    between them, FILE is read again up to the size the first pass read)."""
+    fd = open_source(source)
+    shown = _shown_source(source)
+    window = WindowPatterns()
+    try:
+        if isinstance(source, int):
+            with tempfile.TemporaryFile() as spool:
+                size = _first_pass(window, fd, shown, spool)
+                spool.seek(0)
+                yield from _second_pass(window, spool.fileno(), shown, size)
+            return
+        size = _first_pass(window, fd, shown, None)
+        os.lseek(fd, 0, os.SEEK_SET)
+        yield from _second_pass(window, fd, shown, size)
+    finally:
+        if not isinstance(source, int):
+            os.close(fd)
+
+
+def _second_pass(window: WindowPatterns, fd: int, shown: str, size: int) -> Iterator[str]:
+    for batch in line_batches(read_chunks(fd, shown, size)):
+        yield from window.patterns(batch)
+
+
+def pattern_counts(source: str | int) -> WindowPatterns:
+    """FILE or standard input grouped in one pass (``patterns --counts``)."""
+    fd = open_source(source)
+    window = WindowPatterns()
+    try:
+        _first_pass(window, fd, _shown_source(source), None)
+    finally:
+        if not isinstance(source, int):
+            os.close(fd)
+    return window

@@ -8,6 +8,13 @@ It is written on bare ``asyncio`` streams rather than an HTTP framework so that 
 every write is under the test's control (a framework writes an answer in one piece, which is
 what hid the partial-read bug). Requests are parsed just enough for Loki's API: the request
 line, the headers, the query string and a ``Content-Length`` body; keep-alive is honoured.
+
+With a :class:`LokiStore`, the fake answers from stored lines as Loki evaluates them: the
+LogQL the source builds (a stream selector, ``| json``/``| logfmt``, label matchers, line
+filters, ``sum(count_over_time(... [range]))``) is parsed, anything else is a 400 parse error
+as Loki answers it; a log query returns the lines with ``start <= t < end`` (``direction``,
+``limit``), a metric query one point per step ``t`` from ``start`` to ``end`` counting the
+lines with ``t - range < ts <= t`` (a step with none has no point, as in Loki).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import contextlib
 import gzip
 import json
 import random
+import re
 import socket
 import struct
 import time
@@ -26,7 +34,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-__all__ = ["FakeLoki", "Reply", "Wire", "json_reply", "start_fake_loki", "text_reply"]
+__all__ = [
+    "FakeLoki",
+    "LokiStore",
+    "Reply",
+    "Wire",
+    "json_reply",
+    "start_fake_loki",
+    "text_reply",
+]
 
 
 @dataclass(frozen=True)
@@ -122,6 +138,8 @@ class FakeLoki:
     """The answer to ``/loki/api/v1/label/<name>/values``."""
     delay: float = 0.0
     """Seconds to wait before answering (headers included)."""
+    store: LokiStore | None = None
+    """Stored lines: query_range is answered from them (see module docs)."""
     body_bytes_sent: int = 0
     connections: int = 0
     connection_seconds: list[float] = field(default_factory=list)
@@ -135,6 +153,8 @@ class FakeLoki:
             return self.labels()
         if path != "/loki/api/v1/query_range":
             return text_reply("404 page not found", 404)
+        if self.store is not None:
+            return self.store.answer(query)
         if "step" in query:
             return self.counts(query)
         if query.get("direction") == "forward" and self.oldest is not None:
@@ -284,3 +304,195 @@ async def start_fake_loki(fake: FakeLoki | None = None) -> AsyncIterator[FakeLok
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await server.wait_closed()
+
+
+# --------------------------------------------------------------------------------------------
+# Stored lines, answered as Loki evaluates LogQL
+
+
+class _ParseError(ValueError):
+    pass
+
+
+_STRING = r'"((?:[^"\\]|\\.)*)"'
+_SELECTOR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)=" + _STRING + r"\}")
+_METRIC = re.compile(r"sum\(count_over_time\((.*) \[([0-9]+)(ms|s|m|h)\]\)\)", re.DOTALL)
+_UNITS_NS = {"ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+_STAGE = re.compile(
+    r"\s*(?:\|\s*(?P<parser>json|logfmt)\b"
+    r"|\|~\s*" + _STRING.replace("(", "(?P<line>", 1) + r""
+    r"|\|\s*(?P<label>[A-Za-z_]+)(?P<op>=~|=)" + _STRING.replace("(", "(?P<value>", 1) + r""
+    r"|\|\s*\(msg=~"
+    + _STRING.replace("(", "(?P<msg>", 1)
+    + r' or \(msg="" and message=~'
+    + _STRING.replace("(", "(?P<msg2>", 1)
+    + r"\)\))"
+)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
+
+
+def _go_string(body: str) -> str:
+    """A LogQL (Go) string literal's body, unescaped."""
+    out, i = [], 0
+    while i < len(body):
+        char = body[i]
+        if char != "\\":
+            out.append(char)
+            i += 1
+            continue
+        code = body[i + 1]
+        if code == "x":
+            out.append(chr(int(body[i + 2 : i + 4], 16)))
+            i += 4
+        elif code in _ESCAPES:
+            out.append(_ESCAPES[code])
+            i += 2
+        else:
+            raise _ParseError(f"bad escape \\{code}")
+    return "".join(out)
+
+
+def _re2(pattern: str) -> re.Pattern[str]:
+    """An RE2 pattern as Python's ``re`` reads it (``\\x{HHHH}`` → the character)."""
+    python = re.sub(r"\\x\{([0-9a-fA-F]+)\}", lambda m: re.escape(chr(int(m[1], 16))), pattern)
+    return re.compile(python)
+
+
+def _logfmt(line: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for key, value in re.findall(
+        r'(?<!\S)([A-Za-z_][A-Za-z0-9_.-]*)=("(?:[^"\\]|\\.)*"|[^\s"]*)', line
+    ):
+        pairs.setdefault(key, json.loads(value) if value.startswith('"') else value)
+    return pairs
+
+
+def _json_labels(line: str) -> dict[str, str] | None:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
+
+
+@dataclass
+class _Query:
+    label: str
+    value: str
+    stages: list[tuple[str, object]]
+
+    def keeps(self, labels: dict[str, str], line: str) -> bool:
+        if labels.get(self.label) != self.value:
+            return False
+        fields: dict[str, str] = dict(labels)
+        for kind, arg in self.stages:
+            if kind == "json":
+                parsed = _json_labels(line)
+                fields.update(parsed if parsed is not None else {"__error__": "JSONParserErr"})
+            elif kind == "logfmt":
+                fields.update(_logfmt(line))
+            elif kind == "line":
+                assert isinstance(arg, re.Pattern)
+                if arg.search(line) is None:
+                    return False
+            elif not self._label_keeps(kind, arg, fields):
+                return False
+        return True
+
+    @staticmethod
+    def _label_keeps(kind: str, arg: object, fields: dict[str, str]) -> bool:
+        if kind == "eq":
+            name, value = arg  # type: ignore[misc]
+            return bool(fields.get(name, "") == value)
+        if kind == "match":
+            name, pattern = arg  # type: ignore[misc]
+            return pattern.fullmatch(fields.get(name, "")) is not None
+        pattern = arg
+        assert isinstance(pattern, re.Pattern)
+        msg = fields.get("msg", "")
+        return pattern.fullmatch(msg) is not None or (
+            msg == "" and pattern.fullmatch(fields.get("message", "")) is not None
+        )
+
+
+def _parse(text: str) -> _Query:
+    selector = _SELECTOR.match(text)
+    if selector is None:
+        raise _ParseError("parse error: no stream selector")
+    query = _Query(selector[1], _go_string(selector[2]), [])
+    at = selector.end()
+    while at < len(text):
+        stage = _STAGE.match(text, at)
+        if stage is None or stage.end() == at:
+            raise _ParseError(f"parse error at {at}")
+        at = stage.end()
+        if stage["parser"]:
+            query.stages.append((stage["parser"], None))
+        elif stage["line"] is not None:
+            query.stages.append(("line", _re2(_go_string(stage["line"]))))
+        elif stage["label"]:
+            value = _go_string(stage["value"])
+            if stage["op"] == "=":
+                query.stages.append(("eq", (stage["label"], value)))
+            else:
+                query.stages.append(("match", (stage["label"], _re2(value))))
+        else:
+            if stage["msg"] != stage["msg2"]:
+                raise _ParseError("the fake reads one message pattern")
+            query.stages.append(("msg", _re2(_go_string(stage["msg"]))))
+    return query
+
+
+@dataclass
+class LokiStore:
+    """Lines as Loki holds them: ``(ns, stream labels, raw line)``."""
+
+    lines: list[tuple[int, dict[str, str], str]] = field(default_factory=list)
+
+    def answer(self, params: dict[str, str]) -> Reply:
+        try:
+            if "step" in params:
+                return json_reply(self._metric(params))
+            return json_reply(self._logs(params))
+        except (_ParseError, re.error, KeyError, ValueError) as exc:
+            return text_reply(f"parse error: {exc}", 400)
+
+    def _logs(self, params: dict[str, str]) -> dict[str, Any]:
+        query = _parse(params["query"])
+        start, end = int(params["start"]), int(params["end"])
+        found = [
+            (ns, labels, line)
+            for ns, labels, line in self.lines
+            if start <= ns < end and query.keeps(labels, line)
+        ]
+        backward = params.get("direction", "backward") == "backward"
+        found.sort(key=lambda entry: entry[0], reverse=backward)
+        found = found[: int(params.get("limit", "100"))]
+        streams: dict[str, dict[str, Any]] = {}
+        for ns, labels, line in found:
+            key = json.dumps(labels, sort_keys=True)
+            stream = streams.setdefault(key, {"stream": labels, "values": []})
+            stream["values"].append([str(ns), line])
+        result = list(streams.values())
+        return {"status": "success", "data": {"resultType": "streams", "result": result}}
+
+    def _metric(self, params: dict[str, str]) -> dict[str, Any]:
+        metric = _METRIC.fullmatch(params["query"])
+        if metric is None:
+            raise _ParseError("parse error: not a count_over_time")
+        query = _parse(metric[1])
+        span = int(metric[2]) * _UNITS_NS[metric[3]]
+        step = int(params["step"].rstrip("s")) * 10**9
+        start, end = int(params["start"]), int(params["end"])
+        kept = [ns for ns, labels, line in self.lines if query.keeps(labels, line)]
+        values = []
+        at = start
+        while at <= end:
+            count = sum(1 for ns in kept if at - span < ns <= at)
+            if count:
+                values.append([at / 1e9, str(count)])
+            at += step
+        result = [{"metric": {}, "values": values}] if values else []
+        return {"status": "success", "data": {"resultType": "matrix", "result": result}}

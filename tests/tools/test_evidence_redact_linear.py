@@ -35,6 +35,10 @@ UNITS = [
     "-----BEGIN PRIVATE KEY-----", "-----END A ", "-----END ", "AKIA", "AKIA1234567890ABCDEF ",
     "xoxb-", "xoxb", "ghp_", "github_pat_", "\\", '"', "'", "=", "@", ":", "a:", "a@", "/",
     "x" * 39 + " ", "AAAA", "\n", "\r\n",
+    "sk_live_", "sk-", "sk-ant-", "AIza", "glpat-", "npm_", "SG.", "SG.aaaa.", "hvs.", "a@",
+    "a.a@", "a@b.", "@a.", "4111 ", "4-", "4", "1 ", "mysql -p", "mysql ", "-p", "-p-",
+    "password ", "password is ", "with password a", "cvv ", "cvv: 1", "hooks.slack.com/",
+    "Authorization: Digest ", "x=", "&", ",", ";",
 ]  # fmt: skip
 TAILS = ["", "===", "=x", "@", "\n", '"']
 RULES = [
@@ -58,8 +62,9 @@ def test_every_pattern_is_audited() -> None:
     # A new pattern must be added knowingly: this list is what the timing test covers.
     assert sorted(name for name, _ in RULES) == [
         "_ANY_GATE_WORD", "_AUTH_HEADER", "_AWS_KEY_ID", "_AWS_LINE", "_AWS_SECRET", "_BEARER",
-        "_COOKIE_HEADER", "_GENERIC", "_GITHUB", "_JWT", "_KEY_VALUE", "_PEM", "_SLACK",
-        "_URL_USERINFO",
+        "_CARD", "_COOKIE_HEADER", "_CVV", "_EMAIL", "_GENERIC", "_GITHUB", "_JWT", "_KEY_VALUE",
+        "_PASSWORD_FLAG", "_PASSWORD_FLAG_LINE", "_PEM", "_PROSE", "_SLACK", "_URL_USERINFO",
+        "_VENDOR",
     ]  # fmt: skip
 
 
@@ -79,7 +84,9 @@ def test_pattern_is_fast_on_hostile_runs(name: str, pattern: re.Pattern[str]) ->
     assert slowest[0] < 0.1, (name, slowest)
 
 
-@pytest.mark.parametrize("unit", ["a.", "a-", "eyJ-", "key-", "://a:", "# "])
+@pytest.mark.parametrize(
+    "unit", ["a.", "a-", "eyJ-", "key-", "://a:", "# ", "a@", "4 ", "mysql -p", "password "]
+)
 def test_redaction_time_grows_linearly(unit: str) -> None:
     small = min(_seconds_redact(_run(unit, "===", SIZE // 4)) for _ in range(3))
     large = min(_seconds_redact(_run(unit, "===", SIZE)) for _ in range(3))
@@ -115,6 +122,10 @@ SECRETS: list[tuple[str, list[str]]] = [
     ("signing key QZ0123456789abcdef0123456789abcdefQZ", ["QZ0123456789abcdef0123456789abcdefQZ"]),
     ("-----BEGIN RSA PRIVATE KEY-----\nQZpemQZline1QZ\nQZpemQZline2QZ\n"
      "-----END RSA PRIVATE KEY-----", ["QZpemQZline1QZ", "QZpemQZline2QZ"]),
+    ("DB_PASSWORD=QZamp&QZcomma,QZsemi;QZ rest", ["QZamp&QZcomma,QZsemi;QZ"]),
+    ("sk_" + "live_QZ0123456789abcdefQZ", ["QZ0123456789abcdefQZ"]),
+    ("mysql -uroot -pQZmysqlQZpw -h db", ["QZmysqlQZpw"]),
+    ("with password QZhunterQZ2", ["QZhunterQZ2"]),
 ]  # fmt: skip
 
 

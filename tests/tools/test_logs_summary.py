@@ -340,7 +340,7 @@ async def test_loki_counts_come_from_a_metric_query_stepped_by_the_bucket(
     loki.oldest = lambda: _pool_stream([_at(10, 7, 0, 4)])
     origin = _at(10).timestamp()
     per_bucket = {m: 37 for m in range(ONSET_MINUTE, 37)}
-    points = [(origin + 60 * (m + 1), n) for m, n in per_bucket.items()]
+    points = [(origin + 60 * (m + 1) - 1e-9, n) for m, n in per_bucket.items()]
     loki.counts = lambda query: json_reply(_matrix_body(points))
     source = LokiLogSource(loki.url, sample_lines=3)
     q = _q(_at(10), _at(11), level=LogLevel.ERROR, limit=2)
@@ -349,15 +349,16 @@ async def test_loki_counts_come_from_a_metric_query_stepped_by_the_bucket(
     grid = Grid.for_window(q.start, q.end)
     assert loki.count_requests == [
         {
-            "query": 'sum(count_over_time({service="payment-api"} | json | level="ERROR" [60s]))',
-            "start": str(_ns(_at(10, 1))),
-            "end": str(_ns(_at(11))),
+            "query": 'sum(count_over_time({service="payment-api"} | json | __error__=""'
+            ' | level="ERROR" [60s]))',
+            "start": str(_ns(_at(10, 1)) - 1),  # (t - 60s, t] at t = 10:01 - 1 ns
+            "end": str(_ns(_at(11)) - 1),
             "step": "60s",
         }
     ]
     assert loki.count_requests[0]["query"] == build_count_logql(q, grid, "service", "json")
     assert [r["direction"] for r in loki.log_requests] == ["backward", "forward"]
-    assert [r["limit"] for r in loki.log_requests] == ["3", "1"]
+    assert [r["limit"] for r in loki.log_requests] == ["3", "3"]
     assert not summary.exact and summary.matched == 37 * 30
     assert summary.buckets.counts == [per_bucket.get(m, 0) for m in range(60)]
     assert next(i for i, n in enumerate(summary.buckets.counts) if n) == ONSET_MINUTE
@@ -413,7 +414,7 @@ async def test_loki_service_label_and_logfmt_lines(loki: FakeLoki) -> None:  # n
     q = _q(_at(10), _at(11), level=LogLevel.ERROR)
     result, summary = await _summary(source, q)
     await source.aclose()
-    query = '{app="payment-api"} | logfmt | level=~"(?i)(?:error|err)"'
+    query = '{app="payment-api"} | logfmt | __error__="" | level=~"(?i)(?:error|err)"'
     assert build_logql(q, "app", "logfmt") == query
     assert loki.log_requests[0]["query"] == query
     assert loki.count_requests[0]["query"] == f"sum(count_over_time({query} [60s]))"

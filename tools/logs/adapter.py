@@ -48,7 +48,10 @@ def _project(record: LogRecord) -> LogItem:
 
 def _project_page(page: LogPage) -> Ready:
     return Ready(
-        items=[_project(r) for r in page.items], truncated=page.truncated, summary=page.summary
+        items=[_project(r) for r in page.items],
+        truncated=page.truncated,
+        summary=page.summary,
+        first_items=[_project(r) for r in page.first_items],
     )
 
 

@@ -48,6 +48,7 @@ from sre_diag.tools.base import AdapterErrorCode
 from sre_diag.tools.logs.files import open_inside
 from sre_diag.tools.logs.prefilter import Match, Row, keep_all
 from sre_diag.tools.logs.source import (
+    FIRST_ITEMS,
     MAX_LINE_BYTES,
     LogPage,
     LogRecord,
@@ -117,10 +118,52 @@ class _Newest:
         return [LogRecord(ts=ts, service=s, level=lv, message=m) for ts, s, lv, m in self.rows]
 
 
+class _Oldest:
+    """The oldest :data:`FIRST_ITEMS` matches seen so far, as a stable sort by time (oldest
+    first) of all of them would order them; rows must be added in the order read."""
+
+    __slots__ = ("ceiling", "keep", "rows")
+
+    def __init__(self, keep: int = FIRST_ITEMS) -> None:
+        self.keep = keep
+        self.rows: list[Row] = []
+        self.ceiling: datetime | None = None  # a match not older than this cannot make it
+
+    def add(self, row: Row) -> None:
+        if self.ceiling is not None and row[0] >= self.ceiling:
+            return
+        self.rows.append(row)
+        if len(self.rows) >= 4 * self.keep + 64:
+            self.compact()
+
+    def add_sorted(self, rows: list[Row]) -> None:
+        """``rows`` sorted newest first, ties in the order read: the oldest of them, added in
+        the order read."""
+        if not rows:
+            return
+        boundary = rows[-self.keep][0] if len(rows) >= self.keep else rows[0][0]
+        start = len(rows)
+        while start and rows[start - 1][0] <= boundary:
+            start -= 1
+        for row in sorted(rows[start:], key=_TS):  # stable: ties keep the order read
+            self.add(row)
+
+    def compact(self) -> None:
+        self.rows.sort(key=_TS)
+        del self.rows[self.keep :]
+        if len(self.rows) == self.keep:
+            self.ceiling = self.rows[-1][0]
+
+    def records(self) -> list[LogRecord]:
+        self.compact()
+        return [LogRecord(ts=ts, service=s, level=lv, message=m) for ts, s, lv, m in self.rows]
+
+
 @dataclass(slots=True)
 class _Scan:
     tally: Tally
     newest: _Newest
+    oldest: _Oldest = field(default_factory=_Oldest)
     files: list[str] = field(default_factory=list)
     lines: int = 0
     malformed: int = 0
@@ -136,6 +179,7 @@ class _Scan:
         self.tally.add_sorted([row[0] for row in rows], pattern_keys([row[3] for row in rows]))
         for row in rows[: self.newest.keep]:
             self.newest.add(row)
+        self.oldest.add_sorted(rows)
 
 
 def _hours(start: datetime, end: datetime) -> list[datetime]:
@@ -377,6 +421,7 @@ def scan_window(stop: Stop, folder: Path, q: LogsInput, mask_seconds: float) -> 
         items=scan.newest.records(),
         truncated=scan.tally.matched > q.limit,
         summary=scan.tally.summary(exact=True, stop=stop.with_budget(mask_seconds)),
+        first_items=scan.oldest.records(),
     )
     return scan.counted(page)
 
@@ -412,3 +457,4 @@ def _scan_hour(
                     elif match.wants(row):
                         scan.tally.add(row[0], row[3])
                         scan.newest.add(row)
+                        scan.oldest.add(row)

@@ -14,7 +14,7 @@ import base64
 import json
 import logging
 import re
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,15 +26,19 @@ from yarl import URL
 from sre_diag.log import log_failure
 from sre_diag.tools.base import AdapterErrorCode, ProbeReport
 from sre_diag.tools.errors import BodyTooLarge
+from sre_diag.tools.logs.labels import LabelValues
 from sre_diag.tools.logs.logql import (
     LABEL_NAME,
     LINE_FORMATS,
     build_count_logql,
+    build_edge_count_logql,
     build_logql,
+    casefold_regex,
     unix_ns,
 )
 from sre_diag.tools.logs.probe import probe_loki
 from sre_diag.tools.logs.source import (
+    FIRST_ITEMS,
     MASK_SECONDS,
     MAX_LINE_BYTES,
     LogPage,
@@ -82,10 +86,6 @@ class _LokiResponse(BaseModel):
 
     status: str
     data: _LokiData
-
-
-class _LokiLabelValues(BaseModel):
-    data: list[str] = Field(default_factory=list)
 
 
 class _LokiSeries(BaseModel):
@@ -212,6 +212,31 @@ def parse_loki_counts(body: bytes, grid: Grid) -> list[int]:
     return counts
 
 
+def parse_loki_total(body: bytes) -> int:
+    """The sum of every point of a ``count_over_time`` matrix (the edge bucket's one point)."""
+    try:
+        parsed = _LokiMatrix.model_validate_json(body)
+        if parsed.status != "success" or parsed.data.result_type != "matrix":
+            raise ValueError("unexpected Loki result")
+        return sum(
+            max(int(float(value)), 0) for series in parsed.data.result for _, value in series.values
+        )
+    except (ValidationError, ValueError, OverflowError):
+        raise LogSourceError(AdapterErrorCode.INTERNAL) from None
+
+
+def _full_buckets(q: LogsInput, grid: Grid) -> int:
+    """The buckets that end inside the window (the last one may be cut by its end)."""
+    return min(grid.count, (q.end - grid.start) // timedelta(seconds=grid.width_seconds))
+
+
+def _before(ts: datetime) -> str:
+    """One nanosecond before ``ts``, as Loki's ``start``/``end``: a ``count_over_time``
+    evaluated there counts ``(t - range, t]``, i.e. ``[t - range, t)`` for the instant ``t``
+    of a bucket's end — a line at the bucket's start in, one at its end out."""
+    return str(int(unix_ns(ts)) - 1)
+
+
 def _status_code(status: int) -> AdapterErrorCode | None:
     if 200 <= status < 300:
         return None
@@ -237,7 +262,7 @@ def _loki_summary(
         return tally.summary(exact=True, stop=stop)
     tally.add_counts(counts)
     if first:
-        tally.first = first[0].ts
+        tally.first = min(record.ts for record in first)
     return tally.summary(exact=False, stop=stop)
 
 
@@ -254,23 +279,34 @@ def _loki_page(
     page = newest_page(sample, q.limit)
     stop.check()
     summary = _loki_summary(stop, sample, first is None, counts, first or [], grid)
-    return LogPage(items=page.items, truncated=summary.matched > len(page.items), summary=summary)
+    oldest = page.first_items if first is None else newest_page(first, 0).first_items
+    return LogPage(
+        items=page.items,
+        truncated=summary.matched > len(page.items),
+        summary=summary,
+        first_items=oldest,
+    )
 
 
-async def _both(first: Awaitable[bytes], second: Awaitable[bytes]) -> tuple[bytes, bytes]:
-    """Both answers; when one request fails, the other is cancelled (never left running)."""
-    tasks = [asyncio.ensure_future(first), asyncio.ensure_future(second)]
+async def _all(*requests: Awaitable[bytes]) -> list[bytes]:
+    """Every answer; when one request fails, the others are cancelled (never left running)."""
+    tasks = [asyncio.ensure_future(request) for request in requests]
     try:
-        one, two = await asyncio.gather(*tasks)
+        return list(await asyncio.gather(*tasks))
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.wait(tasks)
-    return one, two
+
+
+async def _nothing() -> bytes:
+    return b""
 
 
 READ_CHUNK_BYTES = 64 * 1024
-LABELS_MAX_BYTES = 1024 * 1024  # a label-values answer (the services catalogue)
+# A label-values answer (the services catalogue) is read as a stream in bounded memory
+# (:mod:`sre_diag.tools.logs.labels`); this only bounds the time its parsing may take.
+LABELS_MAX_BYTES = 256 * 1024 * 1024
 
 
 async def read_body(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
@@ -335,6 +371,7 @@ class LokiLogSource:
         self.sample_lines = sample_lines
         self.mask_seconds = mask_seconds
         self._session: aiohttp.ClientSession | None = None
+        casefold_regex("")  # reads the case folding table now, not on the event loop
 
     def params(self, q: LogsInput) -> dict[str, str]:
         """The sample: the newest lines of the window, at least ``limit + 1``."""
@@ -346,19 +383,34 @@ class LokiLogSource:
             "direction": "backward",
         }
 
-    def count_params(self, q: LogsInput, grid: Grid) -> dict[str, str]:
-        """The metric query: one point at the end of each bucket, stepped by its width."""
+    def count_params(self, q: LogsInput, grid: Grid) -> dict[str, str] | None:
+        """The metric query: one point just before the end of each bucket that ends inside
+        the window, stepped by its width (see :func:`_before`); ``None`` when none does."""
         width = timedelta(seconds=grid.width_seconds)
+        full = _full_buckets(q, grid)
+        if full == 0:
+            return None
         return {
             "query": build_count_logql(q, grid, self.shape.label, self.shape.line_format),
-            "start": unix_ns(grid.start + width),
-            "end": unix_ns(grid.start + width * grid.count),
+            "start": _before(grid.start + width),
+            "end": _before(grid.start + width * full),
             "step": f"{grid.width_seconds}s",
         }
 
+    def edge_params(self, q: LogsInput, grid: Grid) -> dict[str, str] | None:
+        """The last bucket when the window's end cuts it: its lines from its start to the
+        window's end, one point just before that end; ``None`` when no bucket is cut."""
+        full = _full_buckets(q, grid)
+        if full == grid.count:
+            return None
+        start = grid.start + timedelta(seconds=grid.width_seconds) * full
+        query = build_edge_count_logql(q, q.end - start, self.shape.label, self.shape.line_format)
+        at = _before(q.end)
+        return {"query": query, "start": at, "end": at, "step": f"{grid.width_seconds}s"}
+
     def first_params(self, q: LogsInput) -> dict[str, str]:
-        """The oldest matching line."""
-        return {**self.params(q), "limit": "1", "direction": "forward"}
+        """The oldest matching lines (the page's ``first_items``, the summary's ``first_ts``)."""
+        return {**self.params(q), "limit": str(FIRST_ITEMS), "direction": "forward"}
 
     async def search(self, q: LogsInput) -> LogPage:
         """Sample and counts; timeouts, refusals, broken or oversized answers and HTTP errors
@@ -381,12 +433,19 @@ class LokiLogSource:
     ) -> tuple[list[LogRecord], list[int], list[LogRecord] | None]:
         """The sample's records, the bucket counts and, when the sample does not hold every
         match, the oldest match (``None`` when it does)."""
-        sample_body, count_body = await _both(
-            self._get(self.params(q)), self._get(self.count_params(q, grid))
+        count_query, edge_query = self.count_params(q, grid), self.edge_params(q, grid)
+        sample_body, count_body, edge_body = await _all(
+            self._get(self.params(q)),
+            self._get(count_query) if count_query is not None else _nothing(),
+            self._get(edge_query) if edge_query is not None else _nothing(),
         )
         # Up to max_body_bytes of JSON each: parsed in a worker thread, off the event loop.
         sample = await asyncio.to_thread(_loki_records, sample_body, q, self.shape)
-        counts = await asyncio.to_thread(parse_loki_counts, count_body, grid)
+        counts = [0] * grid.count
+        if count_query is not None:
+            counts = await asyncio.to_thread(parse_loki_counts, count_body, grid)
+        if edge_query is not None:
+            counts[-1] = await asyncio.to_thread(parse_loki_total, edge_body)
         if len(sample) < max(q.limit + 1, self.sample_lines):
             return sample, counts, None
         first_body = await self._get(self.first_params(q))
@@ -400,18 +459,44 @@ class LokiLogSource:
         junk neither reaches the model nor pushes real services out of the list."""
         end = datetime.now(UTC)
         params = {"start": unix_ns(end - timedelta(hours=24)), "end": unix_ns(end)}
+        reader = LabelValues(limit, lambda value: SERVICE_NAME.fullmatch(value) is not None)
         try:
-            body = await self._get(params, self.labels_endpoint, LABELS_MAX_BYTES)
+            await self._stream(params, self.labels_endpoint, reader.feed, LABELS_MAX_BYTES)
         except TimeoutError:
             raise LogSourceError(AdapterErrorCode.TIMEOUT) from None
         except (aiohttp.ClientError, OSError) as exc:
             log_failure(logger, logging.WARNING, "loki label request failed (%s)", exc=exc)
             raise LogSourceError(AdapterErrorCode.UNAVAILABLE) from None
-        try:
-            values = _LokiLabelValues.model_validate_json(body).data
-        except ValidationError:
+        except (ValueError, RecursionError):
             raise LogSourceError(AdapterErrorCode.INTERNAL) from None
-        return sorted({value for value in values if SERVICE_NAME.fullmatch(value)})[:limit]
+        try:
+            return reader.result()
+        except ValueError:
+            raise LogSourceError(AdapterErrorCode.INTERNAL) from None
+
+    async def _stream(
+        self,
+        params: dict[str, str],
+        endpoint: str,
+        consume: Callable[[bytes], None],
+        max_bytes: int,
+    ) -> None:
+        """One GET whose decoded body is handed to ``consume`` chunk by chunk, in a worker
+        thread (parsing is CPU work), under the total timeout; past ``max_bytes``
+        :class:`BodyTooLarge`."""
+        async with asyncio.timeout(self.timeout.total):
+            async with self._client().get(endpoint, params=params) as response:
+                code = _status_code(response.status)
+                if code is not None:
+                    logger.warning("loki answered HTTP %d", response.status)
+                    raise LogSourceError(code)
+                size = 0
+                async for chunk in response.content.iter_chunked(READ_CHUNK_BYTES):
+                    size += len(chunk)
+                    if size > max_bytes:
+                        logger.warning("loki answer over the %d byte cap", max_bytes)
+                        raise BodyTooLarge(max_bytes)
+                    await asyncio.to_thread(consume, chunk)
 
     async def _get(
         self, params: dict[str, str], endpoint: str | None = None, max_bytes: int | None = None

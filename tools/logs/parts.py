@@ -24,7 +24,7 @@ from pathlib import Path
 
 from sre_diag.log import failure_reason
 from sre_diag.tools.base import AdapterErrorCode
-from sre_diag.tools.logs.jsonl import Scanned, _hours, _Newest, _Scan, _scan_hour
+from sre_diag.tools.logs.jsonl import Scanned, _hours, _Newest, _Oldest, _Scan, _scan_hour
 from sre_diag.tools.logs.prefilter import Row
 from sre_diag.tools.logs.source import LogPage
 from sre_diag.tools.logs.summary import Grid, Tally
@@ -63,6 +63,7 @@ class Partial:
     malformed: int
     code: AdapterErrorCode | None = None
     reason: str = ""
+    oldest: tuple[Row, ...] = ()
 
 
 def window_files(folder: Path, q: LogsInput) -> list[tuple[str, int]]:
@@ -119,8 +120,12 @@ def scan_parts(stop: Stop, folder: Path, q: LogsInput, parts: list[Part]) -> Par
     except OSError as exc:
         code, reason = AdapterErrorCode.UNAVAILABLE, failure_reason(exc)
     scan.newest._compact()
+    scan.oldest.compact()
     files = tuple(dict.fromkeys(scan.files))
-    return Partial(scan.tally, scan.newest.rows, files, scan.lines, scan.malformed, code, reason)
+    return Partial(
+        scan.tally, scan.newest.rows, files, scan.lines, scan.malformed, code, reason,
+        tuple(scan.oldest.rows),
+    )  # fmt: skip
 
 
 def scan_packed(stop: Stop, folder: Path, q: LogsInput, parts: list[Part]) -> bytes:
@@ -148,12 +153,16 @@ def merge_parts(stop: Stop, q: LogsInput, partials: list[Partial], mask_seconds:
     tally, newest = partials[0].tally, _Newest(q.limit)
     for partial in partials[1:]:
         tally.merge(partial.tally)
+    oldest = _Oldest()
     for partial in partials:
         for row in partial.newest:
             newest.add(row)
+        for row in partial.oldest:  # parts in read order, each oldest first: ties kept
+            oldest.add(row)
     page = LogPage(
         items=newest.records(),
         truncated=tally.matched > q.limit,
         summary=tally.summary(exact=True, stop=stop.with_budget(mask_seconds)),
+        first_items=oldest.records(),
     )
     return Scanned(page, None, "", files, lines, malformed)

@@ -7,7 +7,7 @@ A :class:`LogSource` searches one service's lines in a window and answers a :cla
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -16,6 +16,7 @@ from sre_diag.tools.errors import LogSourceError
 from sre_diag.tools.schemas import LogsInput, LogSummary
 
 __all__ = [
+    "FIRST_ITEMS",
     "MASK_SECONDS",
     "MAX_LINE_BYTES",
     "LogPage",
@@ -26,6 +27,7 @@ __all__ = [
 ]
 
 MAX_LINE_BYTES = 64 * 1024
+FIRST_ITEMS = 3  # the oldest matches a page carries beside the newest (the onset)
 MASK_SECONDS = 5.0  # masking one summary's pattern keys, at most (then exact: false)
 
 
@@ -42,11 +44,13 @@ class LogRecord:
 @dataclass(frozen=True, slots=True)
 class LogPage:
     """At most ``limit`` records, newest first; ``truncated`` when more matched; the
-    ``summary`` of every match (see :mod:`sre_diag.tools.logs.summary`)."""
+    ``summary`` of every match (see :mod:`sre_diag.tools.logs.summary`); ``first_items``, the
+    oldest :data:`FIRST_ITEMS` matches, oldest first (ties in the order read)."""
 
     items: list[LogRecord]
     truncated: bool
     summary: LogSummary | None = None
+    first_items: list[LogRecord] = field(default_factory=list)
 
 
 class LogSource(Protocol):
@@ -66,5 +70,11 @@ class LogSource(Protocol):
 
 
 def newest_page(records: list[LogRecord], limit: int) -> LogPage:
+    """The newest ``limit`` of ``records`` and their oldest :data:`FIRST_ITEMS` (both stable:
+    ties in the order given)."""
     ordered = sorted(records, key=lambda r: r.ts, reverse=True)
-    return LogPage(items=ordered[:limit], truncated=len(ordered) > limit)
+    return LogPage(
+        items=ordered[:limit],
+        truncated=len(ordered) > limit,
+        first_items=sorted(records, key=lambda r: r.ts)[:FIRST_ITEMS],
+    )

@@ -60,6 +60,7 @@ from sre_diag.tools.threads import NEVER, OutOfTime, Stop, Stopped
 
 __all__ = [
     "BUCKET_WIDTHS",
+    "EXAMPLE_CHARS",
     "KEY_CHARS",
     "MAX_BUCKETS",
     "MAX_KEYS",
@@ -69,6 +70,7 @@ __all__ = [
     "TOP_MESSAGES",
     "Grid",
     "Tally",
+    "WindowPatterns",
     "bound_pattern",
     "format_ts",
     "full_pattern",
@@ -189,15 +191,81 @@ def window_patterns(messages: Sequence[str]) -> list[str]:
     """What the summary groups each of ``messages`` under when they are one window's matches
     (what ``sre-diag patterns`` prints): :func:`message_pattern`, then :func:`variant_targets`
     over all of them."""
-    keys = pattern_keys(messages)
-    lines = Counter(keys)  # each distinct key is masked once, its lines counted in C
-    alone = {key: full_pattern(key) for key in lines}
-    counts: Counter[str] = Counter()
-    for key, count in lines.items():
-        counts[alone[key]] += count
-    targets = variant_targets(counts)
-    grouped = {key: targets.get(pattern, pattern) for key, pattern in alone.items()}
-    return list(map(grouped.__getitem__, keys))
+    window = WindowPatterns()
+    window.add(messages)
+    window.finish()
+    return window.patterns(messages)
+
+
+EXAMPLE_CHARS = 300  # of the example line ``patterns --counts`` shows, redacted
+
+
+class WindowPatterns:
+    """:func:`window_patterns` over a stream: :meth:`add` every batch of one window's messages
+    (the first pass), :meth:`finish`, then :meth:`patterns` of each batch again (a second
+    pass) or :meth:`counted`. Memory follows the distinct keys, at most :data:`MAX_KEYS` of
+    them (as a summary's): a message with a further new key gets its own pattern, unmerged,
+    and is counted by pattern up to :data:`MAX_KEYS` patterns (``uncounted`` after that)."""
+
+    def __init__(self) -> None:
+        self.lines: Counter[bytes] = Counter()
+        self.examples: dict[bytes, str] = {}
+        self.beyond: Counter[str] = Counter()  # messages whose key was not tracked, by pattern
+        self.beyond_examples: dict[str, str] = {}
+        self.uncounted = 0
+        self.grouped: dict[bytes, str] = {}
+
+    def add(self, messages: Sequence[str]) -> None:
+        """One batch of the first pass."""
+        for key, message in zip(pattern_keys(messages), messages, strict=True):
+            if key in self.lines or len(self.lines) < MAX_KEYS:
+                self.lines[key] += 1
+                if key not in self.examples:
+                    self.examples[key] = _example(message)
+                continue
+            pattern = full_pattern(key)
+            if pattern in self.beyond or len(self.beyond) < MAX_KEYS:
+                self.beyond[pattern] += 1
+                self.beyond_examples.setdefault(pattern, _example(message))
+            else:
+                self.uncounted += 1
+
+    def finish(self) -> None:
+        """Group the tracked keys' patterns (:func:`variant_targets` over all of them)."""
+        alone = {key: full_pattern(key) for key in self.lines}
+        counts: Counter[str] = Counter()
+        for key, count in self.lines.items():
+            counts[alone[key]] += count
+        targets = variant_targets(counts)
+        self.grouped = {key: targets.get(pattern, pattern) for key, pattern in alone.items()}
+
+    def patterns(self, messages: Sequence[str]) -> list[str]:
+        """The pattern of each message (after :meth:`finish`)."""
+        grouped = self.grouped
+        return [
+            grouped[key] if key in grouped else full_pattern(key) for key in pattern_keys(messages)
+        ]
+
+    def counted(self) -> list[tuple[int, str, str]]:
+        """``(count, pattern, example)`` of every pattern, most frequent first (ties in the
+        order first seen); the example is the first message grouped under it, redacted."""
+        totals: dict[str, list[int | str]] = {}
+        for key, count in self.lines.items():  # in the order first seen
+            row = totals.setdefault(self.grouped[key], [0, self.examples[key]])
+            row[0] = int(row[0]) + count
+        for pattern, count in self.beyond.items():
+            row = totals.setdefault(pattern, [0, self.beyond_examples[pattern]])
+            row[0] = int(row[0]) + count
+        rows = [(int(count), pattern, str(example)) for pattern, (count, example) in totals.items()]
+        return sorted(rows, key=lambda row: -row[0])
+
+
+def _example(message: str) -> str:
+    text, cut = redact_prefix(message, EXAMPLE_CHARS + HEADROOM)
+    text = visible_controls(text)
+    if cut or len(text) > EXAMPLE_CHARS:
+        return text[:EXAMPLE_CHARS] + "…"
+    return text
 
 
 class _Seen:
