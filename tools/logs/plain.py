@@ -47,9 +47,11 @@ _ISO = re.compile(
     r"\s?(Z|z|[+-]\d\d:?\d\d)?(?=\s|$)"
 )
 _PYTHON = re.compile(rf" - (?:\S.*?) - (?P<level>{_LEVEL}) - (?P<msg>.*)", re.S)
-_LOG4J = re.compile(rf"\s+(?P<level>{_LEVEL})\s+\[[^\]]*\]\s+\S+\s+-\s(?P<msg>.*)", re.S | re.I)
+_LOG4J = re.compile(
+    rf"\s++(?P<level>{_LEVEL})\s++\[[^\]]*+\]\s++\S++\s++-\s(?P<msg>.*)", re.S | re.I
+)
 _WORD = re.compile(
-    rf"\s*(?:\[(?P<b>(?i:{_LEVEL}))\][:\s]|(?P<w>{_LEVEL})[:\s]|(?P<c>(?i:{_LEVEL})):\s)\s*"
+    rf"\s*+(?:\[(?P<b>(?i:{_LEVEL}))\][:\s]|(?P<w>{_LEVEL})[:\s]|(?P<c>(?i:{_LEVEL})):\s)\s*"
 )
 _SYSLOG = re.compile(
     r"([A-Z][a-z]{2}) ([ \d]\d) (\d\d):(\d\d):(\d\d) \S+ [^\s:\[]+(?:\[\d+\])?: (?P<msg>.*)", re.S
@@ -63,7 +65,7 @@ _NGINX_ERROR = re.compile(
     r"|debug)\] (?P<msg>.*)",
     re.S,
 )
-_KLOG = re.compile(r"([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?\s+\d+ [^\]]*\] ")
+_KLOG = re.compile(r"([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?\s++\d++ [^\]]*+\] ")
 _KLOG_LEVELS = {"I": "INFO", "W": "WARN", "E": "ERROR", "F": "ERROR"}
 _CONTINUATION = re.compile(
     r"[ \t]|Traceback \(|Caused by:|at |\.\.\. \d+ more|Suppressed:"

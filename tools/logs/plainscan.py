@@ -170,7 +170,7 @@ class Entries:
     """Lines of one file turned into entries: a timed line starts one, continuation lines
     join it (bounded), other untimed lines are skipped; :meth:`flush` hands the last one."""
 
-    __slots__ = ("end", "open", "parts", "pending", "read", "service", "traceback")
+    __slots__ = ("chars", "end", "open", "parts", "pending", "read", "service", "traceback")
 
     def __init__(self, service: str, end: datetime, read: PlainRead) -> None:
         self.end = end
@@ -178,6 +178,7 @@ class Entries:
         self.read = read
         self.pending: Row | None = None
         self.parts: list[str] = []
+        self.chars = 0  # characters in ``parts``, with their newlines
         self.open = False
         self.traceback = False
 
@@ -211,16 +212,18 @@ class Entries:
             self.open = False
 
     def _append(self, line: str) -> None:
-        room = TRACE_CHARS - sum(len(part) + 1 for part in self.parts)
-        if len(self.parts) < TRACE_LINES and room > 0:
-            self.parts.append(line[: room - 1] if len(line) >= room else line)
+        room = TRACE_CHARS - self.chars
+        if len(self.parts) < TRACE_LINES and room > 1:
+            kept = line[: room - 1]
+            self.parts.append(kept)
+            self.chars += len(kept) + 1
 
     def flush(self) -> Row | None:
         """The entry being built, with its continuation lines, if any."""
         row, self.pending = self.pending, None
         if row is not None and self.parts:
             row = (row[0], row[1], row[2], "\n".join([row[3], *self.parts]))
-        self.parts, self.open, self.traceback = [], False, False
+        self.parts, self.chars, self.open, self.traceback = [], 0, False, False
         return row
 
 
