@@ -307,3 +307,58 @@ async def test_a_corrupt_gzip_keeps_what_was_read(tmp_path: Path) -> None:
     result = await _answer(JsonlLogSource(service.parent), _day())
     assert isinstance(result.summary, LogSummary)
     assert result.summary.exact is False and result.summary.matched >= 1
+
+
+_END = datetime(2026, 11, 28, 12, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("line", "ts", "level", "message"),
+    [
+        ("2026-11-28T10:05:00Z FATAL gone", "2026-11-28T10:05:00+00:00", "ERROR", "gone"),
+        ("2026-11-28 10:05:00 no zone is UTC",
+         "2026-11-28T10:05:00+00:00", "INFO", "no zone is UTC"),
+        ("2026-11-28T11:05:00.5-0130 [warning] x", "2026-11-28T12:35:00.500000+00:00", "WARN", "x"),
+        ("2026-11-28 10:05:00,1 - a b - CRITICAL - m",
+         "2026-11-28T10:05:00.100000+00:00", "ERROR", "m"),
+        ("2026-11-28 10:05:00.123 TRACE [t] c.X - m",
+         "2026-11-28T10:05:00.123000+00:00", "DEBUG", "m"),
+        ("Nov 28 10:05:00 h cron[9]: notice: ran", "2026-11-28T10:05:00+00:00", "INFO", "ran"),
+        ("Dec 31 23:59:59 h app: WARN y", "2025-12-31T23:59:59+00:00", "WARN", "y"),
+        ('::1 - - [28/Nov/2026:10:05:00 -0500] "GET / HTTP/2" 404', "2026-11-28T15:05:00+00:00",
+         "WARN", None),
+        ('h - u [28/Nov/2026:10:05:00 +0000] "-" 500 0',
+         "2026-11-28T10:05:00+00:00", "ERROR", None),
+        ("2026/11/28 10:05:00 [crit] 1#1: z", "2026-11-28T10:05:00+00:00", "ERROR", "1#1: z"),
+        ("W1128 10:05:00.000001 1 a.go:1] k", "2026-11-28T10:05:00.000001+00:00", "WARN", "k"),
+    ],
+)  # fmt: skip
+def test_formats_read_time_level_and_message(
+    line: str, ts: str, level: str, message: str | None
+) -> None:
+    from sre_diag.tools.logs.plain import parse_plain
+
+    parsed = parse_plain(line, _END)
+    assert parsed is not None
+    assert (parsed[0].isoformat(), parsed[1]) == (ts, level)
+    assert parsed[2] == (line if message is None else message)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ERROR:root:python logging without a time",
+        "2026-02-30 10:00:00 no such day",
+        "2026-11-28T25:00:00Z no such hour",
+        "Feb 30 10:00:00 h app: no such day",
+        "Foo 28 10:00:00 h app: no such month",
+        "E1340 10:00:00.1 1 a.go:1] no such month",
+        '1 - - [28/Nov/2026:10:00:00 +0000] "GET /" 99x',
+        "9999-12-31T23:59:59-23:59 past the calendar",
+        "plain text",
+    ],
+)
+def test_lines_without_a_readable_time_have_none(line: str) -> None:
+    from sre_diag.tools.logs.plain import parse_plain
+
+    assert parse_plain(line, _END) is None

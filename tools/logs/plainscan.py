@@ -37,6 +37,7 @@ from sre_diag.tools.threads import Stop
 
 __all__ = [
     "FILE_BYTES",
+    "MAX_ENTRIES",
     "MAX_FILES",
     "MTIME_SLACK",
     "TRACE_CHARS",
@@ -51,6 +52,7 @@ __all__ = [
 FILE_BYTES = 256 * 1024 * 1024  # one plain file's bytes read, at most (a .gz: decompressed)
 WINDOW_BYTES = 1024 * 1024 * 1024  # all plain files of one query, at most
 MAX_FILES = 64  # plain files of one service read per query, at most (the newest)
+MAX_ENTRIES = 10_000  # entries of a service folder looked at, at most (then exact: false)
 MTIME_SLACK = timedelta(days=1)  # a zone-less local time read as UTC may run this far ahead
 TRACE_LINES = 200  # continuation lines appended to one entry, at most
 TRACE_CHARS = 16 * 1024  # characters appended to one entry's message, at most
@@ -80,9 +82,10 @@ def _order(name: str) -> tuple[str, float] | None:
 
 def plain_files(folder: Path, q: LogsInput) -> tuple[list[tuple[str, int]], bool]:
     """The service's plain log files that may hold lines of the window (relative to the
-    folder, read order, sizes as listed), and whether more than :data:`MAX_FILES` were left
-    out (the oldest). Links and other non-regular entries are not listed; the service folder
-    is opened without following a link."""
+    folder, read order, sizes as listed), and whether some may be left out: more than
+    :data:`MAX_FILES` (the oldest are), or a folder of more than :data:`MAX_ENTRIES` entries.
+    Links and other non-regular entries are not listed; the service folder is opened without
+    following a link."""
     if q.service in {".", ".."}:
         return [], False
     try:
@@ -95,9 +98,13 @@ def plain_files(folder: Path, q: LogsInput) -> tuple[list[tuple[str, int]], bool
         return [], False
     oldest = q.start.timestamp() - MTIME_SLACK.total_seconds()
     found: list[tuple[tuple[str, float], str, int]] = []
+    cut = False
     try:
         with os.scandir(fd) as entries:
-            for entry in entries:
+            for seen, entry in enumerate(entries):
+                if seen >= MAX_ENTRIES:
+                    cut = True
+                    break
                 order = _order(entry.name)
                 if order is None:
                     continue
@@ -113,7 +120,7 @@ def plain_files(folder: Path, q: LogsInput) -> tuple[list[tuple[str, int]], bool
         newest = sorted(found, key=lambda item: -item[0][1])[:MAX_FILES]
         kept = {rel for _, rel, _ in newest}
         return [(rel, size) for _, rel, size in found if rel in kept], True
-    return [(rel, size) for _, rel, size in found], False
+    return [(rel, size) for _, rel, size in found], cut
 
 
 def _raw(handle: IO[bytes], limit: int) -> Iterator[bytes]:
