@@ -362,3 +362,19 @@ def test_lines_without_a_readable_time_have_none(line: str) -> None:
     from sre_diag.tools.logs.plain import parse_plain
 
     assert parse_plain(line, _END) is None
+
+
+async def test_hour_files_and_plain_files_of_a_service_are_read_together(tmp_path: Path) -> None:
+    service = _service(tmp_path)
+    hour = service / "2026-11-28" / "10.jsonl"
+    hour.parent.mkdir()
+    record = {"ts": "2026-11-28T10:00:01Z", "service": "svc", "level": "ERROR", "message": "json"}
+    hour.write_text(json.dumps(record) + "\n")
+    (service / "app.log").write_text("2026-11-28T10:00:02Z ERROR plain\n")
+    source = JsonlLogSource(service.parent)
+    result = await _answer(source, _day(level=LogLevel.ERROR))
+    assert [item.message for item in result.items if isinstance(item, LogItem)] == [
+        "plain",
+        "json",
+    ]
+    assert source.stats.last_files == ("svc/2026-11-28/10.jsonl", "svc/app.log")

@@ -81,7 +81,8 @@ PART_BYTES = 4 * 1024 * 1024  # a large window is cut in parts of at least this,
 
 @dataclass(slots=True)
 class ReadStats:
-    """Counters a folder source exposes so tests and operators can see what a query cost."""
+    """Counters a folder source exposes so tests and operators can see what a query cost;
+    ``malformed_lines`` also counts the plain-text lines skipped for having no readable time."""
 
     files_opened: int = 0
     lines_read: int = 0
