@@ -213,7 +213,7 @@ def _day(**extra: object) -> LogsInput:
 async def test_stack_traces_join_their_line_and_untimed_lines_are_skipped(tmp_path: Path) -> None:
     service = _service(tmp_path)
     (service / "worker.log").write_text(
-        "orphan line before any time\n"
+        "\ufefforphan line before any time\n"
         "    indented orphan\n"
         "2026-11-28 10:00:00,100 - worker - ERROR - job failed\n"
         "Traceback (most recent call last):\n"
@@ -227,7 +227,7 @@ async def test_stack_traces_join_their_line_and_untimed_lines_are_skipped(tmp_pa
         "a stray untimed line\n"
         "    not a continuation any more\n"
         "ERROR:root:python without a time\n"
-        "2026-11-28T10:00:02Z INFO done\n"
+        "\ufeff2026-11-28T10:00:02Z INFO done\r\n"
     )
     source = JsonlLogSource(service.parent)
     result = await _answer(source, _day())
@@ -331,6 +331,7 @@ _END = datetime(2026, 11, 28, 12, tzinfo=UTC)
          "2026-11-28T10:05:00+00:00", "ERROR", None),
         ("2026/11/28 10:05:00 [crit] 1#1: z", "2026-11-28T10:05:00+00:00", "ERROR", "1#1: z"),
         ("W1128 10:05:00.000001 1 a.go:1] k", "2026-11-28T10:05:00.000001+00:00", "WARN", "k"),
+        ("2026-11-28T10:05:00+01 ERROR h", "2026-11-28T09:05:00+00:00", "ERROR", "h"),
     ],
 )  # fmt: skip
 def test_formats_read_time_level_and_message(

@@ -44,7 +44,7 @@ _LEVELS = {
 _LEVEL = "|".join(sorted(_LEVELS, key=len, reverse=True))
 _ISO = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?"
-    r"\s?(Z|z|[+-]\d\d:?\d\d)?(?=\s|$)"
+    r"\s?(Z|z|[+-]\d\d(?::?\d\d)?)?(?=\s|$)"
 )
 _PYTHON = re.compile(rf" - (?:\S.*?) - (?P<level>{_LEVEL}) - (?P<msg>.*)", re.S)
 _LOG4J = re.compile(
@@ -83,7 +83,7 @@ def _zone(text: str | None) -> timezone:
         return UTC
     sign = -1 if text[0] == "-" else 1
     digits = text[1:].replace(":", "")
-    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:] or 0)))
 
 
 def _micros(fraction: str | None) -> int:

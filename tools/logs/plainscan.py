@@ -195,7 +195,7 @@ class Entries:
             self.read.skipped += 1
             self.open = False
             return None
-        line = raw.decode("utf-8", "replace").rstrip("\r")
+        line = raw.decode("utf-8", "replace").rstrip("\r").removeprefix("\ufeff")
         if not line.strip():
             return None
         parsed = parse_plain(line, self.end)
