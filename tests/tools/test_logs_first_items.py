@@ -12,8 +12,8 @@ from pydantic import BaseModel
 from sre_diag.contract.observations import ready_observation
 from sre_diag.tools.base import AdapterCall, Ready
 from sre_diag.tools.logs import JsonlLogSource, LogsAdapter, LokiLogSource
-from sre_diag.tools.logs.jsonl import scan_window
 from sre_diag.tools.logs.parts import merge_parts, plan_parts, scan_parts, window_files
+from sre_diag.tools.logs.window import scan_window
 from sre_diag.tools.schemas import LogItem, LogLevel
 from sre_diag.tools.threads import Stop
 from tests.tools.fake_loki import json_reply, start_fake_loki

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sre_diag.tools.logs.jsonl import CHUNK_BYTES, range_blocks, scan_window
+from sre_diag.tools.logs.jsonl import CHUNK_BYTES, range_blocks
 from sre_diag.tools.logs.parts import (
     Part,
     merge_packed,
@@ -25,6 +25,7 @@ from sre_diag.tools.logs.parts import (
     window_files,
 )
 from sre_diag.tools.logs.source import MAX_LINE_BYTES
+from sre_diag.tools.logs.window import scan_window
 from sre_diag.tools.schemas import LogLevel
 from sre_diag.tools.threads import NEVER
 from tests.tools.test_logs import _at, _input, _line, _write

@@ -16,8 +16,8 @@ import pytest
 
 from sre_diag.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
 from sre_diag.tools.logs import CHUNK_BYTES, JsonlLogSource, LogsAdapter
-from sre_diag.tools.logs.jsonl import scan_window
 from sre_diag.tools.logs.summary import Grid, Tally
+from sre_diag.tools.logs.window import scan_window
 from sre_diag.tools.schemas import LogSummary
 from sre_diag.tools.threads import OutOfTime, Stop, Stopped, in_thread
 from tests.tools.test_logs import _at, _input, _line, _write

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from sre_diag.tools.logs.jsonl import scan_window
 from sre_diag.tools.logs.summary import Grid, Tally
+from sre_diag.tools.logs.window import scan_window
 from sre_diag.tools.schemas import LogsInput
 from sre_diag.tools.threads import NEVER
 

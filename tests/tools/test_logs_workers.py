@@ -24,8 +24,8 @@ import pytest
 from sre_diag.tools.base import AdapterCall, AdapterErrorCode, Failed, Ready
 from sre_diag.tools.errors import LogSourceError
 from sre_diag.tools.logs import JsonlLogSource, LogsAdapter
-from sre_diag.tools.logs.jsonl import scan_window
 from sre_diag.tools.logs.parts import window_files
+from sre_diag.tools.logs.window import scan_window
 from sre_diag.tools.schemas import LogLevel, LogsInput
 from sre_diag.tools.worker_child import resolve
 from sre_diag.tools.workers import (
@@ -311,8 +311,8 @@ def test_frames_are_bounded_and_a_short_frame_is_the_end() -> None:
 
 
 def test_only_module_functions_of_the_evidence_layer_are_targets() -> None:
-    assert target_name(scan_window) == "sre_diag.tools.logs.jsonl:scan_window"
-    assert resolve("sre_diag.tools.logs.jsonl:scan_window") is scan_window
+    assert target_name(scan_window) == "sre_diag.tools.logs.window:scan_window"
+    assert resolve("sre_diag.tools.logs.window:scan_window") is scan_window
     for outside in (os.getcwd, print, lambda stop: stop):
         with pytest.raises(ValueError):
             target_name(outside)

@@ -23,8 +23,8 @@ import pytest
 from sre_diag.tools.base import AdapterCall, AdapterErrorCode, Failed
 from sre_diag.tools.errors import LogSourceError
 from sre_diag.tools.logs import JsonlLogSource, LogsAdapter
-from sre_diag.tools.logs.jsonl import scan_window
 from sre_diag.tools.logs.parts import window_files
+from sre_diag.tools.logs.window import scan_window
 from sre_diag.tools.threads import NEVER
 from sre_diag.tools.workers import GRACE_SECONDS, WorkerPool
 from tests.tools.test_logs import _at, _input, _line, _write

@@ -21,12 +21,12 @@ from sre_diag.tools.logs.jsonl import (
     WORKERS,
     ReadStats,
     Scanned,
-    scan_window,
 )
 from sre_diag.tools.logs.parts import Part, merge_packed, plan_parts, scan_packed, window_files
 from sre_diag.tools.logs.plainscan import WINDOW_BYTES, plain_files
 from sre_diag.tools.logs.probe import probe_folder
 from sre_diag.tools.logs.source import MASK_SECONDS, LogPage, LogSourceError
+from sre_diag.tools.logs.window import scan_window
 from sre_diag.tools.schemas import SERVICE_NAME, LogsInput
 from sre_diag.tools.threads import OutOfTime, Stop, in_thread
 from sre_diag.tools.workers import WorkerFailed, WorkerPool

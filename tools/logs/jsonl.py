@@ -43,7 +43,6 @@ import msgspec
 import orjson
 from msgspec.structs import astuple
 
-from sre_diag.log import failure_reason
 from sre_diag.tools.base import AdapterErrorCode
 from sre_diag.tools.logs.files import open_inside
 from sre_diag.tools.logs.prefilter import Match, Row, keep_all
@@ -53,7 +52,7 @@ from sre_diag.tools.logs.source import (
     LogPage,
     LogRecord,
 )
-from sre_diag.tools.logs.summary import Grid, Tally, pattern_keys
+from sre_diag.tools.logs.summary import Tally, pattern_keys
 from sre_diag.tools.schemas import LogsInput
 from sre_diag.tools.threads import Stop
 
@@ -66,7 +65,6 @@ __all__ = [
     "ReadStats",
     "Scanned",
     "parse_line",
-    "scan_window",
 ]
 
 # The package's logger: lines keep the name they had before the package was split.
@@ -401,38 +399,6 @@ class Scanned:
     files: tuple[str, ...] = ()
     lines: int = 0
     malformed: int = 0
-
-
-def scan_window(
-    stop: Stop, folder: Path, q: LogsInput, mask_seconds: float, plain_bytes: int = 1 << 30
-) -> Scanned:
-    """Read the files of the window's hours (and only those), then the service's plain-text
-    files (:mod:`sre_diag.tools.logs.plainscan`, at most ``plain_bytes`` of them), and
-    summarise every match; :meth:`Stop.check` once per block (``OutOfTime`` past the stop's
-    budget). Runs in a worker thread or in a child process (:mod:`sre_diag.tools.workers`): it
-    logs nothing itself."""
-    from sre_diag.tools.logs.plainscan import scan_plain  # it reads lines as this module does
-
-    if not folder.is_dir():
-        return Scanned(None, AdapterErrorCode.UNAVAILABLE)
-    if q.service in {".", ".."}:
-        return Scanned(None, AdapterErrorCode.INVALID_INPUT)
-    service_dir = folder / q.service
-    scan = _Scan(Tally(Grid.for_window(q.start, q.end)), _Newest(q.limit))
-    try:
-        for hour in _hours(q.start, q.end):
-            path = service_dir / f"{hour:%Y-%m-%d}" / f"{hour:%H}.jsonl"
-            _scan_hour(folder, path, q, scan, stop)
-        scan_plain(folder, q, scan, stop, plain_bytes)
-    except OSError as exc:
-        return scan.counted(None, AdapterErrorCode.UNAVAILABLE, failure_reason(exc))
-    page = LogPage(
-        items=scan.newest.records(),
-        truncated=scan.tally.matched > q.limit,
-        summary=scan.tally.summary(exact=not scan.capped, stop=stop.with_budget(mask_seconds)),
-        first_items=scan.oldest.records(),
-    )
-    return scan.counted(page)
 
 
 def _scan_hour(
