@@ -52,7 +52,7 @@ from sre_diag.slack.gate import (
     own_mention_removed,
     slack_ts,
 )
-from sre_diag.slack.lane import Priority, lanes
+from sre_diag.slack.lane import LIMITED_TRIES, Priority, lanes
 from sre_diag.slack.metrics import EventResult
 from sre_diag.slack.run_request import RunRequest
 from sre_diag.slack.runs import RunManager
@@ -418,6 +418,7 @@ class Listeners:
                     unfurl_links=False,
                     unfurl_media=False,
                 ),
+                tries=LIMITED_TRIES,
             )
         except Exception as exc:  # Slack failures are logged, never raised into Bolt
             log_failure(_log, logging.WARNING, "could not post the evidence: %s", exc=exc)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from slack_sdk.web.async_client import AsyncWebClient
 
 from sre_diag.log import log_failure
-from sre_diag.slack.lane import Priority, lanes
+from sre_diag.slack.lane import LIMITED_TRIES, Priority, lanes
 from sre_diag.slack.posting import failure_name
 from sre_diag.slack.state import PointerNote, SharedState
 
@@ -108,6 +108,7 @@ class PointerBoard:
                     unfurl_links=False,
                     unfurl_media=False,
                 ),
+                tries=LIMITED_TRIES,
             )
             ts = response.get("ts")
             if not isinstance(ts, str):
@@ -164,7 +165,12 @@ class PointerBoard:
             return note.count
 
         return await lanes().call(
-            pointer.client, pointer.channel, Priority.POINTER, "chat.update", send
+            pointer.client,
+            pointer.channel,
+            Priority.POINTER,
+            "chat.update",
+            send,
+            tries=LIMITED_TRIES,
         )
 
     async def aclose(self) -> None:

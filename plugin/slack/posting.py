@@ -17,7 +17,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from sre_diag.slack.blocks import SlackMessage, StatusView, render_status
-from sre_diag.slack.lane import Priority, lanes
+from sre_diag.slack.lane import LIMITED_TRIES, Priority, lanes
 
 __all__ = [
     "InThread",
@@ -79,6 +79,7 @@ async def say(thread: InThread, text: str, *, mrkdwn: bool = True) -> str | None
                 unfurl_links=False,
                 unfurl_media=False,
             ),
+            tries=LIMITED_TRIES,
         )
     except Exception as exc:
         error = failure_name(exc)
@@ -101,6 +102,7 @@ async def post_status(thread: InThread, message: SlackMessage) -> str | None:
                 text=message.text,
                 blocks=list(message.blocks),
             ),
+            tries=LIMITED_TRIES,
         )
     except Exception as exc:
         _log.warning("status post failed: %s", failure_name(exc))
@@ -120,6 +122,7 @@ async def update(thread: InThread, ts: str, message: SlackMessage) -> None:
         lambda: thread.client.chat_update(
             channel=thread.channel, ts=ts, text=message.text, blocks=list(message.blocks)
         ),
+        tries=LIMITED_TRIES,
     )
 
 
