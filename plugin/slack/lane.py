@@ -9,10 +9,11 @@ turn here, ordered by what it is worth in an incident.
    updates (the status board coalesces them: only the latest state is sent).
 3. **Alert pointers** (:attr:`Priority.POINTER`): they wait behind both.
 
-``chat.postMessage`` is paced per channel (about one a second, with a short burst: Slack's
-documented limit); a waiting call of higher value always goes before one of lower value. A 429
-holds the method for its ``Retry-After``: ``chat.postMessage`` on its channel, any other method
-(a rate tier of the workspace) for every channel of the workspace. A waiting call never gives up
+A 429 holds the method for its ``Retry-After``: ``chat.postMessage`` on its channel, any other
+method (a rate tier of the workspace) for every channel of the workspace; while it holds, the
+calls waiting go in order of value. Slack's limits are learned from its answers (other replicas
+spend the same budget): :class:`Lanes` can also pace ``chat.postMessage`` per channel ahead of
+Slack (``post_per_second``, with a burst of :data:`POST_BURST`). A waiting call never gives up
 for lack of budget unless its caller gave it a deadline (an answer's own deadline): then
 :class:`NotSent` says it was not sent (nothing reached Slack).
 
@@ -50,8 +51,9 @@ __all__ = [
 T = TypeVar("T")
 
 POST_PER_SECOND = 0.9
-"""``chat.postMessage`` calls a second per channel, sustained: Slack allows about one; a little
-less keeps calls that reach Slack closer together than they left from being refused."""
+"""A pace for ``chat.postMessage`` per channel, when one is asked for: Slack allows about one a
+second; a little less keeps calls that reach Slack closer together than they left from being
+refused."""
 POST_BURST = 3
 """``chat.postMessage`` calls a channel may take at once after a quiet spell."""
 _POST = "chat.postMessage"
@@ -107,10 +109,12 @@ class _Lane:
     held_until: float = 0.0
     """``chat.postMessage`` on this channel is held (a 429) until then."""
 
-    def post_wait(self, now: float) -> float:
-        self.tokens = min(float(POST_BURST), self.tokens + (now - self.stamp) * POST_PER_SECOND)
+    def post_wait(self, now: float, rate: float | None) -> float:
+        if rate is None:
+            return 0.0
+        self.tokens = min(float(POST_BURST), self.tokens + (now - self.stamp) * rate)
         self.stamp = now
-        return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / POST_PER_SECOND
+        return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / rate
 
     def outranked(self, waiter: _Waiter) -> bool:
         """Whether something of more value (or an earlier call of the same value and method)
@@ -131,8 +135,13 @@ class _Lane:
 class Lanes:
     """The lanes of every channel this event loop posts into."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, post_per_second: float | None = None
+    ) -> None:
+        """``post_per_second``: pace ``chat.postMessage`` per channel (None: only Slack's
+        ``Retry-After`` holds it)."""
         self._clock = clock
+        self._rate = post_per_second
         self._lanes: dict[tuple[str, str], _Lane] = {}
         self._tier_holds: dict[tuple[str, str], float] = {}
         self._seq = itertools.count()
@@ -152,7 +161,7 @@ class Lanes:
         now = self._clock()
         if waiter.method == _POST:
             hold = max(0.0, lane.held_until - now)
-            return hold if hold > 0 else lane.post_wait(now)
+            return hold if hold > 0 else lane.post_wait(now, self._rate)
         return max(0.0, self._tier_holds.get((workspace, waiter.method), 0.0) - now)
 
     async def _turn(
