@@ -58,6 +58,8 @@ POST_BURST = 3
 """``chat.postMessage`` calls a channel may take at once after a quiet spell."""
 _POST = "chat.postMessage"
 _MAX_HOLD_SECONDS = 600.0
+_MIN_HOLD_SECONDS = 1.0
+"""Slack's Retry-After is in whole seconds: a 0 (or less) still holds the method a second."""
 _HOLD_WITHOUT_HEADER = 1.0
 LIMITED_TRIES = 5
 """How often a status message or a pointer is tried when Slack rate-limits it."""
@@ -76,7 +78,7 @@ class NotSent(Exception):
 
 
 def retry_after_of(exc: BaseException) -> float | None:
-    """The hold a Slack 429 asks for, in seconds (bounded); None when ``exc`` is not a 429."""
+    """The hold a Slack 429 asks for, in seconds (1 to 600); None when ``exc`` is not a 429."""
     if not isinstance(exc, SlackApiError) or exc.response is None:
         return None
     if exc.response.status_code != 429:
@@ -85,7 +87,7 @@ def retry_after_of(exc: BaseException) -> float | None:
         if str(name).lower() == "retry-after":
             raw = value[0] if isinstance(value, list | tuple) and value else value
             try:
-                return min(max(float(str(raw)), 0.0), _MAX_HOLD_SECONDS)
+                return min(max(float(str(raw)), _MIN_HOLD_SECONDS), _MAX_HOLD_SECONDS)
             except ValueError:
                 break
     return _HOLD_WITHOUT_HEADER
