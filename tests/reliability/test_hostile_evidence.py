@@ -75,7 +75,9 @@ async def test_hostile_evidence_stays_data(
     table: dict[ToolName, Any] = {
         ToolName.LOOKUP_KNOWLEDGE: KnowledgeAdapter(tmp_path / "runbooks", tmp_path / "cache"),
         ToolName.QUERY_LOGS: LogsAdapter(source),
-        ToolName.QUERY_MYSQL: MysqlAdapter(reliability_db.ro_dsn, ()),
+        # A table-level grant: the masking layer is what is exercised here (column grants, the
+        # first layer, are tests/tools/test_mysql_secrecy.py's).
+        ToolName.QUERY_MYSQL: MysqlAdapter(reliability_db.ro_dsn, (), require_column_grants=False),
     }
     logs = {"service": "payment-api", **LOGS_WINDOW, "limit": 50}
     kb = {"query": "db pool exhausted 连接池 DROP TABLE", "top_k": 5}
@@ -109,17 +111,21 @@ async def test_hostile_evidence_stays_data(
     for message in tool_messages:
         assert len(message["content"].encode("utf-8")) <= MAX_OBSERVATION
         observation = json.loads(message["content"])  # one valid JSON object
-        # query_logs also carries its summary, whose patterns are evidence like the items.
-        head = HEAD | ({"summary"} if observation["tool"] == "query_logs" else set())
-        assert set(observation) == head and observation["evidence_status"] == "READY"
+        # query_logs also carries its summary, whose patterns are evidence like the items, and
+        # its oldest matches (first_items), items like the others.
+        logs = observation["tool"] == "query_logs"
+        head = HEAD | ({"summary", "first_items"} if logs else set())
+        assert set(observation) <= head and observation["evidence_status"] == "READY"
+        assert set(observation) >= HEAD | ({"summary"} if logs else set())
         assert observation["item_count"] == len(observation["items"]) > 0
-        for item in observation["items"]:
+        for item in [*observation["items"], *observation.get("first_items", [])]:
             assert set(item) == ITEM_KEYS[observation["tool"]]
             texts.extend(_strings(item))
         patterns = observation.get("summary", {}).get("top_messages", [])
         texts.extend(p["pattern"] for p in patterns)
         # The hostile text is nowhere but inside items and patterns.
-        outside = {k: v for k, v in observation.items() if k not in {"items", "summary"}}
+        evidence_keys = {"items", "first_items", "summary"}
+        outside = {k: v for k, v in observation.items() if k not in evidence_keys}
         if "summary" in observation:
             outside["summary"] = {**observation["summary"], "top_messages": len(patterns)}
         assert not any(word in json.dumps(outside) for word in ("DROP", "channel", "call-evil"))

@@ -24,6 +24,7 @@ from sre_diag.tools.logs.jsonl import (
     scan_window,
 )
 from sre_diag.tools.logs.parts import Part, merge_packed, plan_parts, scan_packed, window_files
+from sre_diag.tools.logs.plainscan import WINDOW_BYTES, plain_files
 from sre_diag.tools.logs.probe import probe_folder
 from sre_diag.tools.logs.source import MASK_SECONDS, LogPage, LogSourceError
 from sre_diag.tools.schemas import SERVICE_NAME, LogsInput
@@ -35,9 +36,18 @@ __all__ = ["JsonlLogSource"]
 # The package's logger: lines keep the name they had before the package was split.
 logger = logging.getLogger(__package__)
 
+GZIP_RATIO = 8  # a .gz file counts this many times its size when choosing a child process
+
+
+def _window_files(
+    folder: Path, q: LogsInput
+) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    return window_files(folder, q), plain_files(folder, q)[0]
+
 
 class JsonlLogSource:
-    """Searches ``<folder>/<service>/<YYYY-MM-DD>/<HH>.jsonl`` files (see module docs)."""
+    """Searches ``<folder>/<service>/<YYYY-MM-DD>/<HH>.jsonl`` files and the service's
+    plain-text log files (:mod:`sre_diag.tools.logs.plainscan`; see module docs)."""
 
     def __init__(
         self,
@@ -48,6 +58,7 @@ class JsonlLogSource:
         process_bytes: int | None = PROCESS_BYTES,
         part_bytes: int = PART_BYTES,
         workers: int = WORKERS,
+        plain_bytes: int = WINDOW_BYTES,
     ) -> None:
         self.folder = folder
         self.stats = ReadStats()
@@ -56,6 +67,7 @@ class JsonlLogSource:
         self.process_bytes = process_bytes
         self.part_bytes = max(1, part_bytes)
         self.workers = WorkerPool(workers)
+        self.plain_bytes = plain_bytes
         self._stats_lock = threading.Lock()
 
     async def search(self, q: LogsInput) -> LogPage:
@@ -79,17 +91,24 @@ class JsonlLogSource:
 
     async def _scan(self, q: LogsInput) -> Scanned:
         budget = Stop(self.scan_seconds)
+        args = (self.folder, q, self.mask_seconds, self.plain_bytes)
         if self.process_bytes is None:
-            return await in_thread(scan_window, budget, self.folder, q, self.mask_seconds)
-        files = await asyncio.to_thread(window_files, self.folder, q)
-        total = sum(size for _, size in files)
+            return await in_thread(scan_window, budget, *args)
+        files, plain = await asyncio.to_thread(_window_files, self.folder, q)
+        total = sum(size for _, size in files) + sum(
+            size * (GZIP_RATIO if rel.endswith(".gz") else 1) for rel, size in plain
+        )
         if total < self.process_bytes:
-            return await in_thread(scan_window, budget, self.folder, q, self.mask_seconds)
-        parts = plan_parts(files, min(self.workers.size, max(1, total // self.part_bytes)))
+            return await in_thread(scan_window, budget, *args)
+        # Plain files are read whole, in order, by one child: their entries span lines, so
+        # they are not cut in parts as the hour files are.
+        parts = (
+            []
+            if plain
+            else plan_parts(files, min(self.workers.size, max(1, total // self.part_bytes)))
+        )
         if len(parts) <= 1:
-            return await self.workers.call(
-                scan_window, budget.left(), self.folder, q, self.mask_seconds
-            )
+            return await self.workers.call(scan_window, budget.left(), *args)
         return await self._in_parts(q, parts, budget)
 
     async def _in_parts(self, q: LogsInput, parts: list[list[Part]], budget: Stop) -> Scanned:

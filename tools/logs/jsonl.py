@@ -81,7 +81,8 @@ PART_BYTES = 4 * 1024 * 1024  # a large window is cut in parts of at least this,
 
 @dataclass(slots=True)
 class ReadStats:
-    """Counters a folder source exposes so tests and operators can see what a query cost."""
+    """Counters a folder source exposes so tests and operators can see what a query cost;
+    ``malformed_lines`` also counts the plain-text lines skipped for having no readable time."""
 
     files_opened: int = 0
     lines_read: int = 0
@@ -167,6 +168,7 @@ class _Scan:
     files: list[str] = field(default_factory=list)
     lines: int = 0
     malformed: int = 0
+    capped: bool = False  # a plain file was cut at a byte cap: the summary is not exact
 
     def counted(
         self, page: LogPage | None, code: AdapterErrorCode | None = None, reason: str = ""
@@ -401,10 +403,16 @@ class Scanned:
     malformed: int = 0
 
 
-def scan_window(stop: Stop, folder: Path, q: LogsInput, mask_seconds: float) -> Scanned:
-    """Read the files of the window's hours (and only those) and summarise every match;
-    :meth:`Stop.check` once per block (``OutOfTime`` past the stop's budget). Runs in a worker
-    thread or in a child process (:mod:`sre_diag.tools.workers`): it logs nothing itself."""
+def scan_window(
+    stop: Stop, folder: Path, q: LogsInput, mask_seconds: float, plain_bytes: int = 1 << 30
+) -> Scanned:
+    """Read the files of the window's hours (and only those), then the service's plain-text
+    files (:mod:`sre_diag.tools.logs.plainscan`, at most ``plain_bytes`` of them), and
+    summarise every match; :meth:`Stop.check` once per block (``OutOfTime`` past the stop's
+    budget). Runs in a worker thread or in a child process (:mod:`sre_diag.tools.workers`): it
+    logs nothing itself."""
+    from sre_diag.tools.logs.plainscan import scan_plain  # it reads lines as this module does
+
     if not folder.is_dir():
         return Scanned(None, AdapterErrorCode.UNAVAILABLE)
     if q.service in {".", ".."}:
@@ -415,12 +423,13 @@ def scan_window(stop: Stop, folder: Path, q: LogsInput, mask_seconds: float) -> 
         for hour in _hours(q.start, q.end):
             path = service_dir / f"{hour:%Y-%m-%d}" / f"{hour:%H}.jsonl"
             _scan_hour(folder, path, q, scan, stop)
+        scan_plain(folder, q, scan, stop, plain_bytes)
     except OSError as exc:
         return scan.counted(None, AdapterErrorCode.UNAVAILABLE, failure_reason(exc))
     page = LogPage(
         items=scan.newest.records(),
         truncated=scan.tally.matched > q.limit,
-        summary=scan.tally.summary(exact=True, stop=stop.with_budget(mask_seconds)),
+        summary=scan.tally.summary(exact=not scan.capped, stop=stop.with_budget(mask_seconds)),
         first_items=scan.oldest.records(),
     )
     return scan.counted(page)
