@@ -91,7 +91,7 @@ async def test_a_worker_paused_between_taking_and_posting_its_answer_leaves_one_
             await _until(lambda: len(_answers(slack, thread)) == 1, GRACE + CLAIM + 30,
                          "the claimer's WORKER_LOST")  # fmt: skip
             owner.send(signal.SIGCONT)
-            await owner.wait_for_log("another owner's; none written", within=30)
+            await owner.wait_for_log("run fenced", within=30)
             await asyncio.sleep(CLAIM)  # time enough for a second answer, if one were coming
             await _stop(first, second, front)
         finally:
