@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import logging
 import uuid
@@ -53,7 +54,34 @@ from sre_diag.log import bind_run_id, log_failure
 from sre_diag.settings import Settings
 from sre_diag.tools.base import EvidenceAdapter, ToolName
 
-__all__ = ["Harness", "budgets_from"]
+__all__ = ["DeferredAudit", "Harness", "budgets_from"]
+
+
+@dataclass(slots=True)
+class DeferredAudit:
+    """A run's audit record held back by ``Harness.diagnose`` until its caller knows the record
+    is its to write (a queued run's owner: once its final post is confirmed or known
+    impossible, and only if no claimer took the run over). Written at most once."""
+
+    _write: Callable[[], None] | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self._write is not None
+
+    def hold(self, write: Callable[[], None]) -> None:
+        self._write = write
+
+    def write(self) -> None:
+        """Hand the record over now (once)."""
+        write, self._write = self._write, None
+        if write is not None:
+            write()
+
+    def drop(self) -> None:
+        """Another owner writes the run's record: this one never is."""
+        self._write = None
+
 
 _log = logging.getLogger(__name__)
 
@@ -134,13 +162,15 @@ class Harness:
         cancel_event: asyncio.Event | None = None,
         run_id: str | None = None,
         audit_gate: Callable[[], Awaitable[bool]] | None = None,
+        defer_audit: DeferredAudit | None = None,
     ) -> ExecutionResult:
         """Run one diagnosis. Raises ``InputRejected`` before any model call on bad input.
 
         ``run_id``: the id the caller already gave the run (a queued job's), else a new one.
         ``audit_gate``: asked once the run ended; False means another process owns the run's
         outcome now (a fenced worker, see ``sre_diag.slack.fence``) and this run writes no audit
-        record.
+        record. ``defer_audit``: the record is held there (built in this run's context) for the
+        caller to write or drop; a run ended by a signal writes it at once.
         """
         if request.asked_at is None:
             request = dataclasses.replace(request, asked_at=datetime.now(UTC))
@@ -171,7 +201,7 @@ class Harness:
             _log.warning("run %s fenced: its outcome belongs to another owner", ctx.state.run_id)
             ctx.deps.hooks.result(ctx.state, result)
             return result
-        self._end(ctx, result)
+        self._end(ctx, result, defer_audit)
         return result
 
     def record_lost(
@@ -182,9 +212,11 @@ class Harness:
         asked_at: datetime | None,
         detail: str,
         hooks: Sequence[StepHook] = (),
+        audit: bool = True,
     ) -> ExecutionResult:
         """A run that started elsewhere and whose process vanished: it ends ``FAILED
-        AGENT_ERROR <detail>`` with its audit record (never re-run)."""
+        AGENT_ERROR <detail>`` with its audit record (never re-run); ``audit=False`` when the
+        run's record is another owner's to write."""
         ctx = RunContext.start(
             session_id=session_id,
             run_id=run_id,
@@ -193,13 +225,24 @@ class Harness:
             asked_at=asked_at,
         )
         result = _failed(ctx, FailureCode.AGENT_ERROR, detail)
-        self._end(ctx, result)
+        if audit:
+            self._end(ctx, result)
+        else:
+            _log.info("run %s ended: %s (recorded by its owner)", run_id, result.outcome.value)
+            ctx.deps.hooks.result(ctx.state, result)
         return result
 
-    def _end(self, ctx: RunContext, result: ExecutionResult) -> None:
-        """Log the end, hand the audit record over (never awaited here), tell the hooks."""
+    def _end(
+        self, ctx: RunContext, result: ExecutionResult, defer: DeferredAudit | None = None
+    ) -> None:
+        """Log the end, hand the audit record over (never awaited here; or hold it in
+        ``defer``, to be written in this context later), tell the hooks."""
         _log.info("run %s ended: %s", ctx.state.run_id, result.outcome.value)
-        self.audit.hand_over(ctx, result)
+        if defer is None:
+            self.audit.hand_over(ctx, result)
+        else:
+            context = contextvars.copy_context()
+            defer.hold(lambda: context.run(self.audit.hand_over, ctx, result))
         ctx.deps.hooks.result(ctx.state, result)
 
     async def _run_guarded(self, ctx: RunContext, message: str) -> ExecutionResult:

@@ -30,6 +30,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from sre_diag.slack.lane import NotSent, Priority, lanes
 from sre_diag.slack.posting import failure_name
 from sre_diag.slack.turns import answered_in_thread
 
@@ -111,9 +112,18 @@ class _Attempts:
         return await self.sleep(pause)
 
     async def post(self) -> None:
-        self.attempts += 1
-        async with asyncio.timeout(max(self.left(), 0.001)):
-            await self.client.chat_postMessage(**self.kwargs)
+        """One attempt in the answer's turn of the channel's lane (:class:`NotSent` when the
+        deadline passed while it waited: nothing was sent)."""
+
+        async def send() -> None:
+            self.attempts += 1
+            async with asyncio.timeout(max(self.left(), 0.001)):
+                await self.client.chat_postMessage(**self.kwargs)
+
+        channel = str(self.kwargs["channel"])
+        await lanes().call(
+            self.client, channel, Priority.ANSWER, "chat.postMessage", send, deadline=self.deadline
+        )
 
     async def in_thread(self) -> bool | None:
         """Whether the thread holds the run's answer; None when it could not be read."""
@@ -141,8 +151,14 @@ async def post_once(
 ) -> DeliveryOutcome:
     """Post ``kwargs`` (``chat.postMessage`` arguments with ``channel`` and ``thread_ts``; the
     message names ``run_id`` in its metadata or its text) at most once in effect; ``confirm``
-    is asked right before each attempt."""
-    state = _Attempts(client, kwargs, run_id, deadline, clock, confirm)
+    is asked right before each attempt. Until it returns, nothing of less value is sent into
+    the channel (:mod:`sre_diag.slack.lane`)."""
+    async with lanes().answering(client, str(kwargs["channel"])):
+        return await _deliver(_Attempts(client, kwargs, run_id, deadline, clock, confirm))
+
+
+async def _deliver(state: _Attempts) -> DeliveryOutcome:
+    run_id = state.run_id
     verify = False  # once a post may have taken effect, every later one looks first
     while True:
         found = await state.in_thread() if verify else False
@@ -179,6 +195,9 @@ async def _attempt(state: _Attempts) -> DeliveryOutcome | None:
         return DeliveryOutcome(Delivery.FENCED, state.last, state.attempts)
     try:
         await state.post()
+    except NotSent:
+        state.last = state.last or TimeoutError()
+        return DeliveryOutcome(Delivery.GAVE_UP, state.last, state.attempts)
     except SlackApiError as exc:
         state.last = exc
         if _status(exc) == 429 or _ambiguous(exc):

@@ -7,7 +7,9 @@ Each run of the queue has one small Redis hash (``<stream>:fence:<run_id>``):
   starts counting again),
 - ``answer``: who took the run's final answer, ``<token>|posting|<ms>`` and then
   ``<token>|posted``,
-- ``alive``: when the owner's worker last said it is running the job (its heartbeat).
+- ``alive``: when the owner's worker last said it is running the job (its heartbeat),
+- ``audit``: the token of whoever writes the run's one audit record (:meth:`RunFence.claim_audit`,
+  set once).
 
 A worker becomes owner when it takes the job (``JobQueue.take``); a claimer, or the front
 answering a job the queue lost, takes the token over (:func:`takeover`) BEFORE it posts. Every
@@ -25,6 +27,11 @@ owner stayed silent longer than the grace period (it died mid-post).
 
 After Redis lost the hash (a restart without persistence) nobody took the run over: its owner
 keeps going, re-creates the hash at its next heartbeat, and takes the answer as before.
+
+The audit record follows the answer, not the run's end: the owner claims it once its final post
+is confirmed (or known impossible), a claimer before it answers the run as lost; whoever comes
+second writes none. So a run never has two records (an owner's DRAFT beside a claimer's
+WORKER_LOST), whoever stalls where.
 
 The in-process mode has no queue and no claimer: :data:`NO_FENCE` allows everything.
 """
@@ -115,6 +122,21 @@ end
 return 1
 """
 
+# KEYS: fence. ARGV: holder, ttl ms. 1: this holder writes the run's audit record; 0: another
+# does (it claimed it first, or took the run over and writes it when it answers).
+_CLAIM_AUDIT = """
+local w = redis.call('hget', KEYS[1], 'audit')
+if w then
+  if w == ARGV[1] then return 1 end
+  return 0
+end
+local h = redis.call('hget', KEYS[1], 'holder')
+if h and h ~= ARGV[1] then return 0 end
+redis.call('hset', KEYS[1], 'audit', ARGV[1])
+redis.call('pexpire', KEYS[1], ARGV[2])
+return 1
+"""
+
 # KEYS: fence. ARGV: claimer, ttl ms, grace ms.
 # {1, token, stale}: the run and its answer are now the claimer's (stale 1: an earlier owner
 # had taken the answer and fell silent — it may have posted it); {2, '', 0}: already answered;
@@ -178,6 +200,10 @@ class Fence(Protocol):
         """The answer taken is in the thread (or every way of posting it failed)."""
         ...
 
+    async def claim_audit(self) -> bool:
+        """Whether this run writes the run's audit record (once; False: another owner does)."""
+        ...
+
     def lose(self) -> None:
         """The heartbeat found the token taken over."""
         ...
@@ -201,6 +227,9 @@ class _NoFence:
 
     async def answered(self) -> None:
         return None
+
+    async def claim_audit(self) -> bool:
+        return True
 
     def lose(self) -> None:
         return None
@@ -345,6 +374,27 @@ class RunFence:
             mark, patience_seconds=self.give_up_seconds, abandon=self.abandon,
             what=f"answer not marked posted ({self.key})",
         )  # fmt: skip
+
+    async def claim_audit(self) -> bool:
+        """Claim the run's one audit record (a set-once mark in the fence, one step). With Redis
+        out of reach past ``give_up_seconds`` the record is written anyway: an audit trail
+        that misses a run is worse than one that might show it twice."""
+
+        async def claim() -> Any:
+            return await self.redis.eval(
+                _CLAIM_AUDIT, 1, self.key, self.holder, ms(FENCE_TTL_SECONDS)
+            )
+
+        verdict = await retried(
+            claim, patience_seconds=self.give_up_seconds, abandon=self.abandon,
+            what=f"audit record not claimed ({self.key}); written",
+        )  # fmt: skip
+        if verdict is None:
+            return True
+        if int(verdict) != 1:
+            _log.warning("run %s: its audit record is another owner's; none written", self.key)
+            return False
+        return True
 
 
 class TakeoverVerdict(enum.Enum):

@@ -52,6 +52,7 @@ from sre_diag.slack.gate import (
     own_mention_removed,
     slack_ts,
 )
+from sre_diag.slack.lane import LIMITED_TRIES, Priority, lanes
 from sre_diag.slack.metrics import EventResult
 from sre_diag.slack.run_request import RunRequest
 from sre_diag.slack.runs import RunManager
@@ -404,13 +405,20 @@ class Listeners:
             return
         message = render_evidence(record.run_id, record.checks, record.links, record.windows)
         try:
-            await client.chat_postMessage(
-                channel=record.channel,
-                thread_ts=record.thread_ts,
-                text=message.text,
-                blocks=list(message.blocks),
-                unfurl_links=False,
-                unfurl_media=False,
+            await lanes().call(
+                client,
+                record.channel,
+                Priority.STATUS,
+                "chat.postMessage",
+                lambda: client.chat_postMessage(
+                    channel=record.channel,
+                    thread_ts=record.thread_ts,
+                    text=message.text,
+                    blocks=list(message.blocks),
+                    unfurl_links=False,
+                    unfurl_media=False,
+                ),
+                tries=LIMITED_TRIES,
             )
         except Exception as exc:  # Slack failures are logged, never raised into Bolt
             log_failure(_log, logging.WARNING, "could not post the evidence: %s", exc=exc)

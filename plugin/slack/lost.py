@@ -79,6 +79,8 @@ class LostRuns:
         fence = queue.answer_fence(job, taken.token, self.grace_seconds)
         if taken.stale and await self._answered_in_thread(job, client):
             _log.warning("run %s: its silent owner had posted its answer; not again", job.run_id)
+            if await fence.claim_audit():  # the owner fell silent before it wrote its record
+                self._record(job, client, WORKER_LOST_DETAIL, audit=True)
             await fence.answered()
             return True
         _log.error("run %s (%s): its worker was lost; answered as failed", job.run_key, job.run_id)
@@ -139,20 +141,29 @@ class LostRuns:
         """Answer a run that did not run to its end here: its audit record, the answer (marked
         posted right after it is), the status message's last word, the thread released."""
         req = job_request(job, client)
-        with run_triggered(trigger(req, self._replaying)):
-            result = self._harness.record_lost(
-                job.run_id,
-                session_id=session_id(req, self._replaying),
-                asked_at=req.asked_at,
-                detail=detail,
-                hooks=self._hooks,
-            )
+        # One audit record per run: none when its owner claimed it first (it is writing it).
+        result = self._record(job, client, detail, audit=await fence.claim_audit())
         self._completed.append(result)
         await self._answers.post_result(req, result, EvidenceCollector(), fence)
         if job.status_ts is not None:
             await final_status(req, job.status_ts, job.run_key, note)
         lease = Lease(thread_key=job.thread_key, run_key=job.lease_key, channel=job.channel)
         await shielded(self._state.release_thread(lease))
+
+    def _record(
+        self, job: Job, client: AsyncWebClient, detail: str, *, audit: bool
+    ) -> ExecutionResult:
+        """The lost run's result, with its audit record when ``audit``."""
+        req = job_request(job, client)
+        with run_triggered(trigger(req, self._replaying)):
+            return self._harness.record_lost(
+                job.run_id,
+                session_id=session_id(req, self._replaying),
+                asked_at=req.asked_at,
+                detail=detail,
+                hooks=self._hooks,
+                audit=audit,
+            )
 
     async def _answer_poison(self, poison: Poison, client: AsyncWebClient) -> None:
         assert poison.channel is not None and poison.thread_ts is not None

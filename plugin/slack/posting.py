@@ -17,6 +17,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from sre_diag.slack.blocks import SlackMessage, StatusView, render_status
+from sre_diag.slack.lane import LIMITED_TRIES, Priority, lanes
 
 __all__ = [
     "InThread",
@@ -65,13 +66,20 @@ def failure_name(exc: BaseException) -> str:
 async def say(thread: InThread, text: str, *, mrkdwn: bool = True) -> str | None:
     """Post plain text in the thread; None once posted, else why not (``failure_name``)."""
     try:
-        await thread.client.chat_postMessage(
-            channel=thread.channel,
-            thread_ts=thread.thread_ts,
-            text=text,
-            mrkdwn=mrkdwn,
-            unfurl_links=False,
-            unfurl_media=False,
+        await lanes().call(
+            thread.client,
+            thread.channel,
+            Priority.STATUS,
+            "chat.postMessage",
+            lambda: thread.client.chat_postMessage(
+                channel=thread.channel,
+                thread_ts=thread.thread_ts,
+                text=text,
+                mrkdwn=mrkdwn,
+                unfurl_links=False,
+                unfurl_media=False,
+            ),
+            tries=LIMITED_TRIES,
         )
     except Exception as exc:
         error = failure_name(exc)
@@ -83,11 +91,18 @@ async def say(thread: InThread, text: str, *, mrkdwn: bool = True) -> str | None
 async def post_status(thread: InThread, message: SlackMessage) -> str | None:
     """Post a run's status message in the thread; its ``ts``, or None if Slack refused it."""
     try:
-        response = await thread.client.chat_postMessage(
-            channel=thread.channel,
-            thread_ts=thread.thread_ts,
-            text=message.text,
-            blocks=list(message.blocks),
+        response = await lanes().call(
+            thread.client,
+            thread.channel,
+            Priority.STATUS,
+            "chat.postMessage",
+            lambda: thread.client.chat_postMessage(
+                channel=thread.channel,
+                thread_ts=thread.thread_ts,
+                text=message.text,
+                blocks=list(message.blocks),
+            ),
+            tries=LIMITED_TRIES,
         )
     except Exception as exc:
         _log.warning("status post failed: %s", failure_name(exc))
@@ -97,9 +112,17 @@ async def post_status(thread: InThread, message: SlackMessage) -> str | None:
 
 
 async def update(thread: InThread, ts: str, message: SlackMessage) -> None:
-    """Replace the message ``ts`` of the thread's channel (raises what Slack raises)."""
-    await thread.client.chat_update(
-        channel=thread.channel, ts=ts, text=message.text, blocks=list(message.blocks)
+    """Replace the message ``ts`` of the thread's channel in its turn of the channel's lane,
+    behind any answer being delivered there (raises what Slack raises)."""
+    await lanes().call(
+        thread.client,
+        thread.channel,
+        Priority.STATUS,
+        "chat.update",
+        lambda: thread.client.chat_update(
+            channel=thread.channel, ts=ts, text=message.text, blocks=list(message.blocks)
+        ),
+        tries=LIMITED_TRIES,
     )
 
 

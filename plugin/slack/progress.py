@@ -8,6 +8,10 @@ run and a queued one, each round-robin, and never one message more often than it
 (``interval_seconds`` while running, ``QUEUED_EVERY_TICKS`` times that while queued: a queue
 position moves for every waiting run whenever a slot frees).
 
+Each update takes its turn in its channel's lane (:mod:`sre_diag.slack.lane`): behind any
+answer being delivered into the channel, ahead of alert pointers. An update Slack rate-limited
+is sent again (its latest state) once the ``Retry-After`` passed; one Slack refused is not.
+
 The hook itself only records state (model-round callbacks are synchronous). Cancel requests
 made on other replicas are polled by a small task per run when the state is shared.
 """
@@ -272,6 +276,7 @@ class StatusBoard:
             pause = _retry_after(exc)
             if pause is not None:  # the tier is shared with others (other replicas, say)
                 self._bucket(entry.workspace).hold(pause)
+                version = entry.published  # rate limited, not refused: sent again after it
         entry.published = version
         entry.inflight = False
         if view.state == "FINISHED" and version == entry.tracker.version:

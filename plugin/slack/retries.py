@@ -5,6 +5,11 @@ lost connection says nothing about whether Slack acted: ``chat.update`` may be r
 message ends the same), ``chat.postMessage`` and ``chat.postEphemeral`` may not (a second copy
 in the thread). Those are left to their callers, which look before they post again
 (:mod:`sre_diag.slack.delivery`).
+
+The calls that go through a channel's lane (:mod:`sre_diag.slack.lane`: ``chat.postMessage``,
+``chat.update``) are not retried on a 429 here either: the lane waits their ``Retry-After`` and
+sends them again in their turn, so that a retried pointer never jumps ahead of an answer, and an
+answer is confirmed against its fence before each attempt.
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
-__all__ = ["NOT_IDEMPOTENT", "IdempotentOnly", "guard_retry_handlers"]
+__all__ = ["LANED", "NOT_IDEMPOTENT", "IdempotentOnly", "guard_retry_handlers"]
 
 NOT_IDEMPOTENT = frozenset({"chat.postMessage", "chat.postEphemeral", "chat.scheduleMessage"})
 """Methods that leave a second copy when repeated after Slack acted on the first call."""
+LANED = frozenset({"chat.postMessage", "chat.update"})
+"""Methods whose 429s the channel lanes retry, in order (never the client on its own)."""
 
 
 def _method(request: HttpRequest) -> str:
@@ -31,11 +38,12 @@ def _method(request: HttpRequest) -> str:
 
 
 class IdempotentOnly(AsyncRetryHandler):
-    """``inner``'s retries, except for the methods in :data:`NOT_IDEMPOTENT`."""
+    """``inner``'s retries, except for ``methods`` (default: :data:`NOT_IDEMPOTENT`)."""
 
-    def __init__(self, inner: AsyncRetryHandler) -> None:
+    def __init__(self, inner: AsyncRetryHandler, methods: frozenset[str] = NOT_IDEMPOTENT) -> None:
         super().__init__(inner.max_retry_count, inner.interval_calculator)
         self.inner = inner
+        self.methods = methods
 
     async def _can_retry_async(
         self,
@@ -45,7 +53,7 @@ class IdempotentOnly(AsyncRetryHandler):
         response: HttpResponse | None = None,
         error: Exception | None = None,
     ) -> bool:
-        if _method(request) in NOT_IDEMPOTENT:
+        if _method(request) in self.methods:
             return False
         return await self.inner.can_retry_async(
             state=state, request=request, response=response, error=error
@@ -66,10 +74,10 @@ class IdempotentOnly(AsyncRetryHandler):
 
 def guard_retry_handlers(client: AsyncWebClient) -> None:
     """Give ``client`` (in place: Bolt copies the list into each request's client) 429 retries
-    honouring Retry-After for every method, and 5xx / connection retries only for methods that
-    may be repeated."""
+    honouring Retry-After for every method but the :data:`LANED` ones, and 5xx / connection
+    retries only for methods that may be repeated."""
     client.retry_handlers[:] = [
-        AsyncRateLimitErrorRetryHandler(max_retry_count=2),
+        IdempotentOnly(AsyncRateLimitErrorRetryHandler(max_retry_count=2), LANED),
         IdempotentOnly(AsyncServerErrorRetryHandler(max_retry_count=2)),
         IdempotentOnly(AsyncConnectionErrorRetryHandler()),
     ]

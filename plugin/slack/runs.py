@@ -37,7 +37,7 @@ from sre_diag.contract.result import ExecutionResult
 from sre_diag.errors import InputRejected
 from sre_diag.harness.context import new_run_id
 from sre_diag.harness.hooks import StepHook
-from sre_diag.harness.run import Harness
+from sre_diag.harness.run import DeferredAudit, Harness
 from sre_diag.log import log_failure
 from sre_diag.settings import Settings
 from sre_diag.slack.answers import AnswerPoster
@@ -87,6 +87,8 @@ class _Active:
     tracker: ProgressTracker | None = None
     fence: Fence = NO_FENCE
     """A queued job's token: every side effect in Slack and the audit record depend on it."""
+    audit: DeferredAudit = field(default_factory=DeferredAudit)
+    """The run's audit record, written once its final post is settled (:meth:`_audit`)."""
 
 
 class RunManager:
@@ -353,10 +355,26 @@ class RunManager:
         finally:
             if not answered:
                 await shielded(self._fail_closed(req, active))
+            await shielded(self._audit(active))
             if active.key in self._queue:
                 self._queue.remove(active.key)
             self._active.pop(active.key, None)
             await shielded(self.leases.release(lease))
+
+    async def _audit(self, active: _Active) -> None:
+        """The run's audit record, once its final post is confirmed or known impossible: by
+        this process unless a claimer took the run over (it writes the record then)."""
+        if not active.audit.pending:
+            return
+        try:
+            mine = await active.fence.claim_audit()
+        except Exception as exc:  # the fence's own retries gave up in an unexpected way
+            log_failure(_log, logging.ERROR, "audit record of %s: %s", active.key, exc=exc)
+            mine = True
+        if mine:
+            active.audit.write()
+        else:
+            active.audit.drop()
 
     async def _diagnose_when_allowed(
         self,
@@ -380,6 +398,7 @@ class RunManager:
                     cancel_event=active.cancel,
                     run_id=req.run_id,
                     audit_gate=None if active.fence is NO_FENCE else active.fence.take_answer,
+                    defer_audit=active.audit,
                 )
         except InputRejected as rejected:
             hint = INPUT_HINTS.get(rejected.code.value, "I cannot take that input.")
