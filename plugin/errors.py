@@ -22,7 +22,8 @@ module — this one or the ``errors.py`` of its package — and derives from
             ├── contract.errors.*         EnvelopeError, DraftRejected, DuplicateKey
             ├── harness.errors.*          OversizedResponse, Unprojectable (an adapter's result)
             ├── tools.errors.*            evidence backends and the SQL guard (EvidenceError)
-            └── audit.errors.*            AuditWriteError
+            ├── audit.errors.*            AuditWriteError
+            └── slack.errors.*            NotSent (a Slack call's turn came too late)
 
 ``RunStop`` derives from ``BaseException`` on purpose: LlamaIndex turns an ordinary exception
 raised by a tool into an observation and carries on, while a ``BaseException`` propagates out of

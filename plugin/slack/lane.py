@@ -36,6 +36,8 @@ from typing import TypeVar
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from sre_diag.slack.errors import NotSent
+
 __all__ = [
     "LIMITED_TRIES",
     "POST_BURST",
@@ -71,10 +73,6 @@ class Priority(enum.IntEnum):
     ANSWER = 0
     STATUS = 1
     POINTER = 2
-
-
-class NotSent(Exception):
-    """The call's deadline passed while it waited for its turn: nothing was sent."""
 
 
 def retry_after_of(exc: BaseException) -> float | None:
