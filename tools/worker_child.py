@@ -119,7 +119,9 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C reaches both
     records = _Records()
     logging.basicConfig(level=logging.WARNING, handlers=[records], force=True)
-    import sre_diag.tools.logs.parts  # noqa: F401 - the usual targets, imported before "ready"
+    # The usual targets, imported before "ready" (a first call must not pay for an import).
+    import sre_diag.tools.logs.parts
+    import sre_diag.tools.logs.window  # noqa: F401
 
     # What the imports built lives as long as the child: frozen, so that the collections a
     # scan's allocations trigger never walk it (they did, up to tens of ms per full one).
