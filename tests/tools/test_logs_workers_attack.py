@@ -266,6 +266,9 @@ def test_a_pool_outlives_the_event_loop_that_started_its_children(tmp_path: Path
         asyncio.run(source.aclose())
 
 
+# The serial phase: the last query's scan runs against the source's time budget, and with
+# four busy parallel workers on two cores it ran out of it (TIMEOUT) twice; alone it passes.
+@pytest.mark.solo
 async def test_a_query_cancelled_at_any_moment_leaves_the_pool_whole(tmp_path: Path) -> None:
     """Cancel while the slot is awaited, a child starts, a part is scanned, the merge runs:
     afterwards no call is counted busy, no child beyond the pool's size is alive, every child
