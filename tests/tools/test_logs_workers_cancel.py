@@ -10,6 +10,8 @@ import random
 import time
 from pathlib import Path
 
+import pytest
+
 from sre_diag.tools.logs import JsonlLogSource
 from tests.tools.test_logs import _at, _input
 from tests.tools.test_logs_workers import _gone, _mixed_history
@@ -45,6 +47,9 @@ async def _watch(baseline: set[int], peak: list[int], seen: set[int], stop: asyn
         await asyncio.sleep(0.002)
 
 
+# The serial phase: under four busy parallel workers a child killed on its own thread was
+# once still listed right after aclose() returned (see the pool's close for that window).
+@pytest.mark.solo
 async def test_a_storm_of_cancels_keeps_every_bound(tmp_path: Path) -> None:
     _mixed_history(tmp_path)
     baseline = _worker_children(set())
